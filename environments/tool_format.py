@@ -47,10 +47,18 @@ class ToolCallError(ValueError):
     """Model text that should hold a tool call but does not parse; the message says why."""
 
 
+def tool_call_body(tool: str, args: dict[str, Any]) -> str:
+    """The JSON body of a tool call, the text between `<|tool_call|>` and `<|end_tool_call|>`.
+
+    Token-level renderers (`c2jax.data.chat`) emit the two markers as special-token ids and
+    tokenise only this body, so it is defined once here for both the text and the id paths.
+    """
+    return json.dumps({"tool": tool, "args": args}, ensure_ascii=False)
+
+
 def format_tool_call(tool: str, args: dict[str, Any]) -> str:
     """Renders one tool call as model text: `<|tool_call|>{json}<|end_tool_call|>`."""
-    body = json.dumps({"tool": tool, "args": args}, ensure_ascii=False)
-    return f"{TOOL_CALL}{body}{END_TOOL_CALL}"
+    return f"{TOOL_CALL}{tool_call_body(tool, args)}{END_TOOL_CALL}"
 
 
 def parse_tool_call(text: str) -> tuple[str, dict[str, Any]]:
