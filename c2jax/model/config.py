@@ -35,6 +35,7 @@ def model_config(**overrides) -> ml_collections.ConfigDict:
     c.qk_rope_head_dim = 8           # decoupled RoPE key dims, one key shared by all heads
     c.v_head_dim = 16                # per-head value dims
     c.max_position_embeddings = 512  # longest sequence the model is configured for
+    c.attention_block_size = 128     # causal query blocks skip later keys (0 = one block)
     # --- RoPE / YaRN (YaRN paper, arXiv:2309.00071; DeepSeek-V3 config.json) -----------------
     c.rope_theta = 10000.0
     c.rope_interleave = True         # rotate pairs (2i, 2i+1) as DeepSeek's weights expect
@@ -85,7 +86,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
     for f in positive:
         if int(cfg[f]) <= 0:
             _fail(f, cfg[f], "must be positive")
-    for f in ("q_lora_rank", "qk_nope_head_dim", "num_mtp_layers", "n_shared_experts"):
+    for f in ("q_lora_rank", "qk_nope_head_dim", "num_mtp_layers", "n_shared_experts",
+              "attention_block_size"):
         if int(cfg[f]) < 0:
             _fail(f, cfg[f], "must be >= 0")
     if cfg.qk_rope_head_dim % 2:

@@ -1,0 +1,147 @@
+"""Validated real-suite candidates as task directories, and building a suite from packages.
+
+The task's workspace is the broken source plus the test files that hold no target test;
+the files that do are hidden (copied in only to grade, as SWE-smith does), so the agent
+cannot read what is checked. The test command runs every test file and deselects the
+validation's excluded tests (flaky, or failing on the clean tree). The environment adds the
+rest of the anti-cheat: a fresh one-commit git history, test files and conftest.py restored
+before grading, skipped targets counted as failed.
+
+Prompts are ambiguous by construction and never name tests or lines: L0 names the package,
+L1 the modules involved, L2 the functions.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from environments.diffs import count_changed_lines
+
+from cursorbench.real import generators
+from cursorbench.real.generators import Candidate
+from cursorbench.real.source import Package
+from cursorbench.real.validate import Validation, validate
+from cursorbench.taskdir import PYTEST, unified_diff, write_files
+
+LIMITS = {"max_steps": 100, "max_wall_s": 1800, "tool_timeout_s": 120, "test_timeout_s": 300}
+_CATEGORIES = {"feature_ablation": "feature", "combined_mutations": "debug",
+               "refactor_reversal": "refactor"}
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildReport:
+    """What a build did: one manifest entry per candidate, and the accepted tasks' sizes."""
+    manifest: list[dict[str, Any]]
+    reference_lines: list[int]
+
+    def size_distribution(self) -> dict[str, float] | None:
+        lines = self.reference_lines
+        if not lines:
+            return None
+        return {"n": len(lines), "min": min(lines), "median": statistics.median(lines),
+                "max": max(lines)}
+
+
+def node_id(test_id: str, test_paths: Sequence[str]) -> str | None:
+    """The pytest node id of a JUnit id (`tests.test_x.TestC::test_y` ->
+    `tests/test_x.py::TestC::test_y`), or None if no test file matches."""
+    classname, _, name = test_id.rpartition("::")
+    parts = classname.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = "/".join(parts[:cut]) + ".py"
+        if path in test_paths:
+            return "::".join([path, *parts[cut:], name])
+    return None
+
+
+def write_task(out: Path, candidate: Candidate, validation: Validation, level: str) -> Path:
+    """Writes an accepted candidate as a task directory under `out`; returns it."""
+    if not validation.accepted:
+        raise ValueError(f"candidate was rejected: {'; '.join(validation.reasons)}")
+    task_id = f"real-{candidate.package}-{candidate.generator}-{candidate.seed}"
+    test_paths = sorted(candidate.tests)
+    targets = {node_id(t, test_paths) for t in validation.fail_to_pass}
+    hidden_files = sorted({n.split("::")[0] for n in targets if n})
+    visible = {p: t for p, t in candidate.tests.items() if p not in hidden_files}
+    deselect = sorted(filter(None, (node_id(t, test_paths) for t in validation.excluded)))
+    command = " ".join([PYTEST, *test_paths] + [f"--deselect={n}" for n in deselect])
+    diff = unified_diff(candidate.broken, candidate.solved)
+    added, removed = count_changed_lines(diff)
+    root = out / task_id
+    write_files(root / "repo", {**candidate.broken, **visible})
+    write_files(root / "hidden", {p: candidate.tests[p] for p in hidden_files})
+    (root / "reference.diff").write_text(diff)
+    spec = {
+        "id": task_id, "prompt": prompt(candidate, level, random.Random(task_id)),
+        "category": _CATEGORIES[candidate.generator],
+        "difficulty": "hard" if added + removed >= 120 else "medium",
+        "test_command": command, "hidden_tests": hidden_files, "limits": LIMITS,
+        "suite": "real", "package": candidate.package, "kind": candidate.generator,
+        "seed": candidate.seed, "prompt_level": level, "reference_lines": added + removed,
+        "spec": candidate.spec, "fail_to_pass": len(validation.fail_to_pass),
+        "pass_to_pass": len(validation.pass_to_pass),
+    }
+    (root / "task.json").write_text(json.dumps(spec, indent=1) + "\n")
+    return root
+
+
+def prompt(candidate: Candidate, level: str, rng: random.Random) -> str:
+    spec, package = candidate.spec, candidate.package
+    modules = ", ".join(f"`{m}`" for m in spec.get("modules", []))
+    if candidate.generator == "feature_ablation":
+        return {"L0": f"Parts of {package} seem unfinished; make it work.",
+                "L1": f"Some functionality in {modules} was never finished. Please complete it.",
+                "L2": "These are not implemented yet: " + ", ".join(
+                    f"`{e}`" for e in spec["entities"]) + ". Implement them."}[level]
+    if candidate.generator == "combined_mutations":
+        functions = sorted({m["function"] for m in spec["mutations"]})
+        paths = sorted({m["path"] for m in spec["mutations"]})
+        return {"L0": rng.choice([f"{package} misbehaves in several places. Please fix it.",
+                                  f"Users report wrong results all over {package}."]),
+                "L1": "Several things are broken in " + ", ".join(f"`{p}`" for p in paths)
+                      + ". Please fix them.",
+                "L2": "These return wrong results: " + ", ".join(f"`{f}`" for f in functions)
+                      + ". Please fix them."}[level]
+    (old, new), = spec["renames"].items()
+    return {"L0": f"`{old}` should be called `{new}`.",
+            "L1": f"Rename `{old}` to `{new}` everywhere in {package}.",
+            "L2": f"Rename the function `{old}` to `{new}` and update {modules} and every other "
+                  "use; the old name should no longer exist."}[level]
+
+
+def build(packages: Sequence[Package], out: str | Path, *, seeds: Sequence[int] = (0,),
+          runs: int = 3, sandbox="bwrap",
+          progress: Callable[[dict[str, Any]], None] | None = None) -> BuildReport:
+    """Generates, validates and writes tasks for every package x generator x seed."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest, sizes = [], []
+    for package in packages:
+        for generator in generators.GENERATORS:
+            for seed in seeds:
+                candidate = generators.generate(package, generator, seed)
+                entry: dict[str, Any] = {"package": package.name, "generator": generator,
+                                         "seed": seed}
+                if candidate is None:
+                    entry.update(accepted=False, reasons=["nothing to generate"])
+                else:
+                    verdict = validate(candidate, runs=runs, sandbox=sandbox)
+                    entry.update(accepted=verdict.accepted, reasons=list(verdict.reasons),
+                                 spec=candidate.spec)
+                    if verdict.accepted:
+                        level = random.Random(f"{package.name}/{generator}/{seed}").choice(
+                            ("L0", "L1", "L2"))
+                        path = write_task(out, candidate, verdict, level)
+                        sizes.append(json.loads((path / "task.json").read_text())
+                                     ["reference_lines"])
+                        entry["task"] = path.name
+                manifest.append(entry)
+                if progress:
+                    progress(entry)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return BuildReport(manifest, sizes)

@@ -1,0 +1,40 @@
+"""Validation runs the real grader (bwrap sandbox, pytest) 3 times per group."""
+import dataclasses
+
+from cursorbench.real import generators, validate
+
+
+def test_a_good_candidate_is_accepted_with_its_targets(local_package):
+    candidate = generators.generate(local_package, "combined_mutations", 1)
+    verdict = validate.validate(candidate)
+    assert verdict.accepted, verdict.reasons
+    assert verdict.fail_to_pass and not verdict.flaky
+    assert set(verdict.fail_to_pass).isdisjoint(verdict.pass_to_pass)
+    assert len(verdict.fail_to_pass) + len(verdict.pass_to_pass) == 9
+
+
+def test_a_flaky_task_is_rejected(local_package):
+    # Its only target passes, fails or skips at random in each run.
+    flaky_test = ("import os\nimport pytest\n\n\ndef test_coin():\n"
+                  "    roll = os.urandom(1)[0] % 3\n    if roll == 2:\n"
+                  "        pytest.skip('sometimes')\n    assert roll == 0\n")
+    candidate = dataclasses.replace(
+        generators.generate(local_package, "combined_mutations", 1),
+        broken=dict(local_package.sources), tests={"tests/test_coin.py": flaky_test},
+        baseline={**local_package.sources, "tests/test_coin.py": flaky_test})
+    verdict = validate.validate(candidate)
+    assert not verdict.accepted
+    assert verdict.flaky == ("tests.test_coin::test_coin",)
+    assert "no test fails" in verdict.reasons[0] and "1 flaky dropped" in verdict.reasons[0]
+
+
+def test_a_task_whose_reference_fix_fails_is_rejected(local_package):
+    candidate = generators.generate(local_package, "feature_ablation", 0)
+    # A "fix" that restores the functions but slips a bug into dot().
+    wrong = dict(candidate.solved)
+    wrong["geomkit/vectors.py"] = wrong["geomkit/vectors.py"].replace(
+        "a[0] * b[0] + a[1] * b[1]", "a[0] * b[0] - a[1] * b[1]")
+    verdict = validate.validate(dataclasses.replace(candidate, solved=wrong))
+    assert not verdict.accepted
+    assert "the reference fix fails" in verdict.reasons[0]
+    assert "tests.test_vectors::test_dot" in verdict.reasons[0]
