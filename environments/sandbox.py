@@ -273,15 +273,16 @@ class Sandbox:
                 "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
         args += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
         args += _system_mount_args()
-        args += _ro_path_args(list(self.python.prefixes) + list(cfg.extra_ro_paths),
-                              self.python.masked_files, empty_file)
         args += ["--proc", "/proc", "--dev", "/dev"]
         # World-writable (sticky) scratch space: bwrap makes tmpfs mounts 0755 root otherwise.
-        # /dev/shm is where multiprocessing keeps its semaphores.
+        # /dev/shm is where multiprocessing keeps its semaphores. Mounted before the
+        # interpreter's binds: a venv under /tmp (a CI checkout there) must stay visible on top.
         for scratch in ("/tmp", "/dev/shm"):
             if _bwrap_supports_tmpfs_size(self._bwrap):
                 args += ["--size", str(cfg.limits.tmp_size_mb << 20)]
             args += ["--perms", "1777", "--tmpfs", scratch]
+        args += _ro_path_args(list(self.python.prefixes) + list(cfg.extra_ro_paths),
+                              self.python.masked_files, empty_file)
         return args
 
     def _command_args(self, output_fd: int, command: str) -> list[str]:

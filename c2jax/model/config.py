@@ -12,6 +12,7 @@ DISPATCH_BACKENDS = ("dense", "capacity", "ragged")
 SCORING_FUNCS = ("sigmoid", "softmax")
 ROPE_TYPES = ("default", "yarn")
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
+PRECISION_RECIPES = ("bf16", "mxfp8", "nvfp4")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -68,6 +69,9 @@ def model_config(**overrides) -> ml_collections.ConfigDict:
     c.dtype = "float32"              # activation/compute dtype
     c.param_dtype = "float32"        # master weight dtype
     c.remat_policy = "none"          # "none" | "full" | "dots" (save matmul outputs) | "dots_no_batch"
+    # Low-precision recipe of every dense and expert matmul: "bf16" (plain, in `dtype`),
+    # "mxfp8" or "nvfp4" (quantized fprop/dgrad/wgrad, see docs/low_precision.md).
+    c.precision_recipe = "bf16"
     # Locked before the overrides, so a misspelt field raises instead of becoming a new one.
     c.lock()
     c.update(overrides)
@@ -133,7 +137,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
             _fail("rope_scaling.original_max_position_embeddings",
                         rs.original_max_position_embeddings, "must be positive")
     for f, allowed in (("dtype", DTYPES), ("param_dtype", DTYPES),
-                                          ("remat_policy", REMAT_POLICIES)):
+                                          ("remat_policy", REMAT_POLICIES),
+                     ("precision_recipe", PRECISION_RECIPES)):
         if cfg[f] not in allowed:
             _fail(f, cfg[f], f"choose one of {allowed}")
 

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
+from c2jax.precision import dot_general_for
 from c2jax.sharding import constrain
 
 
@@ -33,14 +34,20 @@ def make_param(module: nn.Module, name: str, shape: Sequence[int], names: Sequen
 
 
 def project(equation: str, x: jax.Array, w: jax.Array, cfg) -> jax.Array:
-    """`einsum(equation, x, w)` in the compute dtype with float32 accumulation.
+    """`einsum(equation, x, w)` (activation first, weight second) in the compute dtype with
+    float32 accumulation, through the low-precision recipe `cfg.precision_recipe`.
 
-    On CPU, bf16 inputs with an f32 result run ~2x faster than bf16 in and out
-    (`machine_facts.md`), and f32 accumulation is what the GPU tensor cores do as well.
+    "bf16" is plain XLA in `cfg.dtype`; "mxfp8" / "nvfp4" quantize both operands in the
+    forward and the gradients in the backward (c2jax/precision.py, docs/low_precision.md).
+    Embeddings, the LM head, the router, norms and the attention core do not come through
+    here, so they stay in high precision.
     """
     dtype = dtype_of(cfg.dtype)
+    kwargs = {}
+    if cfg.precision_recipe != "bf16":
+        kwargs["_dot_general"] = dot_general_for(cfg.precision_recipe)
     out = jnp.einsum(equation, x.astype(dtype), w.astype(dtype),
-                     preferred_element_type=jnp.float32)
+                     preferred_element_type=jnp.float32, **kwargs)
     return out.astype(dtype)
 
 
