@@ -1,0 +1,1 @@
+"""Asynchronous RL (stage B): losses (`losses`), shaped rewards (`rewards`)."""
