@@ -10,6 +10,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -140,7 +141,8 @@ def test_cannot_read_host_files_or_environment(env, tmp_path, monkeypatch):
     secret = tmp_path / "host-secret.txt"
     secret.write_text("hunter2\n")
     monkeypatch.setenv("C2JAX_SECRET_TOKEN", "hunter2")
-    out = terminal(env, f"cat {secret} /etc/shadow /root/.bash_history /work/main/setup.py; "
+    checkout_file = Path(__file__).resolve().parents[2] / "setup.py"  # beside the bound .venv
+    out = terminal(env, f"cat {secret} /etc/shadow /root/.bash_history {checkout_file}; "
                         "ls /home; env; cat /proc/1/environ; "
                         "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'")
     assert "hunter2" not in out and "C2JAX_SECRET" not in out
