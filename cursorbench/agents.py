@@ -11,8 +11,10 @@ Either may expose `messages`, the conversation it had (`c2jax.data.chat` format)
 stores it with the trajectory. The harness builds one agent per attempt with
 `factory(seed)`, so sampling agents can vary their draws across attempts.
 
-Specs: `oracle`, `null`, `model:CKPT` (the model-backed agent arrives with the sampler, #6),
-or `python:package.module:factory` for any other policy.
+Specs: `oracle`, `null`, `model:CKPT` (the sampler-backed agent of `c2jax.sampling.agent`,
+loaded lazily so this package itself never imports JAX; CKPT is a training workdir, a
+checkpoint step directory or a model directory), or `python:package.module:factory` for any
+other policy.
 """
 from __future__ import annotations
 
@@ -76,17 +78,28 @@ class OracleAgent:
         return action
 
 
-def make_agent_factory(spec: str) -> AgentFactory:
-    """The factory a --agent spec names; AgentSpecError (for people) when there is none."""
+def make_agent_factory(spec: str, **model_options) -> AgentFactory:
+    """The factory a --agent spec names; AgentSpecError (for people) when there is none.
+
+    model_options: keywords of `c2jax.sampling.agent.model_agent_factory` (temperature,
+    max_new_tokens, max_len, slots) for `model:CKPT`; ignored by the other agents."""
     if spec == "oracle":
         return lambda seed: OracleAgent()
     if spec == "null":
         return lambda seed: environments.NullAgent()
     if spec.startswith("model:"):
-        raise AgentSpecError(
-            f"--agent={spec}: model-backed agents are not available yet; they arrive with the "
-            "sampler (issue #6). Run --agent=oracle or --agent=null, or plug in your own "
-            "policy with --agent=python:package.module:factory.")
+        checkpoint = spec[len("model:"):]
+        if not checkpoint:
+            raise AgentSpecError(f"--agent={spec}: expected model:CKPT (a training workdir, a "
+                                 "checkpoint step directory or a model directory)")
+        try:
+            agent_module = importlib.import_module("c2jax.sampling.agent")
+        except ImportError as e:
+            raise AgentSpecError(f"--agent={spec} needs the c2jax package ({e})") from None
+        try:
+            return agent_module.model_agent_factory(checkpoint, **model_options)
+        except (FileNotFoundError, ValueError) as e:
+            raise AgentSpecError(f"--agent={spec}: {e}") from None
     if spec.startswith("python:"):
         target = spec[len("python:"):]
         module_name, _, attr = target.partition(":")

@@ -34,11 +34,22 @@ def main(argv: list[str] | None = None) -> int:
                              "summarise themselves")
     parser.add_argument("--sandbox", choices=("bwrap", "none"), default="bwrap",
                         help="'none' runs agent code unsandboxed: trusted debugging only")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="model agents: sampling temperature (default 0 = greedy when "
+                             "--k=1, else 1.0 so attempts differ)")
+    parser.add_argument("--max-new-tokens", type=int, default=256,
+                        help="model agents: tokens per assistant turn (default 256)")
+    parser.add_argument("--max-len", type=int, default=2048,
+                        help="model agents: context length of the sampler (default 2048)")
     parser.add_argument("--limit", type=int, default=None,
                         help="run only the first LIMIT tasks of the suite")
     args = parser.parse_args(argv)
     try:
-        factory = agents.make_agent_factory(args.agent)
+        temperature = args.temperature if args.temperature is not None else (
+            0.0 if args.k == 1 else 1.0)
+        factory = agents.make_agent_factory(
+            args.agent, temperature=temperature, max_new_tokens=args.max_new_tokens,
+            max_len=args.max_len, slots=max(args.workers, 1))
         with tqdm(desc=f"building {args.suite}", unit="task", leave=False) as bar:
             suite = suites.resolve(args.suite, seed=args.seed,
                                    context_budget=args.context_budget, progress=bar.update)

@@ -12,6 +12,12 @@ for load balance, and for a decode cache.
 Context parallelism: queries stay sharded over the `context` mesh axis; the compact latents
 (`c_kv`, `k_rope`) and their segment ids / positions are gathered over it, so each shard sees
 every key of its rows at a cost of `kv_lora_rank + qk_rope_head_dim` values per token.
+
+Decoding (`cache=` given): the new tokens' `c_kv` and `k_rope` are written into a latent cache
+at their positions, then the queries attend over the first `cache_window` cached positions.
+When few queries meet many keys, `kv_b_proj` is absorbed into the query and output sides
+(DeepSeek-V2 sec. 2.1.3): q_nope W_uk scores against `c_kv` directly and the attention output
+over `c_kv` is mapped through W_uv, so no per-head K/V is ever expanded from the cache.
 """
 from __future__ import annotations
 
@@ -45,9 +51,18 @@ class MLAttention(nn.Module):
     """`[b, s, embed]` -> `[b, s, embed]`."""
     cfg: object
 
+    cache_window: int = 0
+
     @nn.compact
-    def __call__(self, x, cos, sin, segment_ids, positions):
-        """x `[b, s, embed]`; cos/sin `[b, s, rope/2]`; segment_ids/positions int `[b, s]`."""
+    def __call__(self, x, cos, sin, segment_ids, positions, cache=None):
+        """x `[b, s, embed]`; cos/sin `[b, s, rope/2]`; segment_ids/positions int `[b, s]`.
+
+        cache: None (training), or `{"latent": [layers, b, max_len, kv_lora_rank],
+        "k_rope": [layers, b, max_len, qk_rope_head_dim], "layer": int32 scalar}`; then
+        positions index the cache, segment_ids are 1 for tokens and 0 for padding, keys are the
+        first `cache_window` (default max_len) positions, and the result is
+        (`[b, s, embed]`, the updated `{"latent", "k_rope"}`).
+        """
         cfg = self.cfg
         e, h = cfg.hidden_size, cfg.num_attention_heads
         nope, rope, v_dim = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
@@ -74,6 +89,14 @@ class MLAttention(nn.Module):
         kv_latent = RMSNorm(cfg, cfg.kv_lora_rank, name="kv_a_layernorm")(
             kv_a[..., :cfg.kv_lora_rank])
         k_rope = apply_rotary(kv_a[..., cfg.kv_lora_rank:], cos, sin, cfg.rope_interleave)
+        w_kvb = make_param(self, "kv_b_proj", (cfg.kv_lora_rank, h, nope + v_dim),
+                           ("kv_lora", "heads", "head_dim"), cfg)
+        w_o = make_param(self, "o_proj", (h, v_dim, e), ("heads", "head_dim", "embed"), cfg)
+        if cache is not None:
+            attn, new_cache = self._attend_cache(q_nope, q_rope, kv_latent, k_rope, w_kvb,
+                                                 segment_ids, positions, cache)
+            out = project("bshd,hde->bse", constrain(attn, _BSHD), w_o, cfg)
+            return constrain(out, _BSE), new_cache
 
         # Context parallelism: gather the latents (not per-head K/V) over the context axis.
         kv_latent = constrain(kv_latent, _B_FULL_SD)
@@ -81,8 +104,6 @@ class MLAttention(nn.Module):
         k_segments = constrain(segment_ids, _B_FULL_S)
         k_positions = constrain(positions, _B_FULL_S)
 
-        w_kvb = make_param(self, "kv_b_proj", (cfg.kv_lora_rank, h, nope + v_dim),
-                           ("kv_lora", "heads", "head_dim"), cfg)
         kv = project("bsr,rhd->bshd", kv_latent, w_kvb, cfg)
         k_nope, value = kv[..., :nope], kv[..., nope:]
 
@@ -95,8 +116,79 @@ class MLAttention(nn.Module):
         block = cfg.attention_block_size if mesh_axis_size("context") == 1 else 0
         attn = attention_core(q, k, value, segment_ids, positions, k_segments, k_positions,
                               softmax_scale(cfg), jnp.dtype(cfg.dtype), block)
-        w_o = make_param(self, "o_proj", (h, v_dim, e), ("heads", "head_dim", "embed"), cfg)
         return constrain(project("bshd,hde->bse", constrain(attn, _BSHD), w_o, cfg), _BSE)
+
+    def _attend_cache(self, q_nope, q_rope, kv_latent, k_rope, w_kvb, segment_ids, positions,
+                      cache):
+        """Writes this step's latents at `positions`, then attends over the cache window.
+
+        q_nope `[b, s, h, nope]`, q_rope `[b, s, h, rope]`, kv_latent `[b, s, kv_lora]`,
+        k_rope `[b, s, rope]` -> (`[b, s, h, v]`, the updated {"latent", "k_rope"}).
+        """
+        cfg = self.cfg
+        nope, rope = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim
+        dtype = jnp.dtype(cfg.dtype)
+        layer = cache["layer"]
+        # Write before reading: each query's own key is among the keys it attends to.
+        latent_stack = cache_write(cache["latent"], layer, kv_latent, positions)
+        rope_stack = cache_write(cache["k_rope"], layer, k_rope, positions)
+        window = self.cache_window or latent_stack.shape[2]
+        keys_latent = constrain(cache_read(latent_stack, layer, window), _B_FULL_SD)
+        keys_rope = constrain(cache_read(rope_stack, layer, window), _B_FULL_SD)
+        b, s = positions.shape
+        # Cache index == position, and every cached row holds one document.
+        k_positions = jnp.broadcast_to(jnp.arange(window, dtype=positions.dtype), (b, window))
+        k_segments = jnp.ones_like(k_positions)
+        scale = softmax_scale(cfg)
+        if absorb_kv_b(cfg, s, window):
+            w_uk, w_uv = w_kvb[..., :nope], w_kvb[..., nope:]
+            q_latent = project("bshn,rhn->bshr", q_nope, w_uk, cfg)          # q_nope W_uk
+            mask = document_mask(segment_ids, positions, k_segments, k_positions)
+            bias = jnp.where(mask, 0.0, _MASKED).astype(jnp.float32)[:, None]
+            scores = (jnp.einsum("bshr,btr->bhst", q_latent, keys_latent.astype(dtype),
+                                 preferred_element_type=jnp.float32)
+                      + jnp.einsum("bshp,btp->bhst", q_rope, keys_rope.astype(dtype),
+                                   preferred_element_type=jnp.float32))
+            probs = jax.nn.softmax(scores * scale + bias, axis=-1)
+            context = jnp.einsum("bhst,btr->bshr", probs.astype(dtype), keys_latent.astype(dtype),
+                                 preferred_element_type=jnp.float32).astype(dtype)
+            attn = project("bshr,rhv->bshv", context, w_uv, cfg)               # then W_uv
+        else:
+            kv = project("btr,rhd->bthd", keys_latent, w_kvb, cfg)
+            k_nope, value = kv[..., :nope], kv[..., nope:]
+            q = jnp.concatenate([q_nope, q_rope], axis=-1)
+            k = jnp.concatenate([k_nope, jnp.broadcast_to(
+                keys_rope[:, :, None, :].astype(k_nope.dtype), k_nope.shape[:3] + (rope,))], -1)
+            attn = attention_core(q, k, value, segment_ids, positions, k_segments, k_positions,
+                                  scale, dtype)
+        return attn, {"latent": latent_stack, "k_rope": rope_stack}
+
+
+def cache_write(stack, layer, values, positions):
+    """stack `[layers, b, max_len, d]` with values `[b, s, d]` written at `[layer, row,
+    positions[row]]`; positions past max_len are dropped (never written)."""
+    rows = jnp.arange(values.shape[0])[:, None]
+    return stack.at[layer, rows, positions].set(values.astype(stack.dtype), mode="drop")
+
+
+def cache_read(stack, layer, window: int):
+    """The first `window` positions of one layer: stack `[layers, b, max_len, d]` ->
+    `[b, window, d]`."""
+    _, b, _, d = stack.shape
+    return jax.lax.dynamic_slice(stack, (layer, 0, 0, 0), (1, b, window, d))[0]
+
+
+def absorb_kv_b(cfg, queries: int, keys: int) -> bool:
+    """Whether absorbing `kv_b_proj` costs fewer FLOPs than expanding the cached latents.
+
+    Per head, absorbed: queries*kv_lora*(nope+v) + queries*keys*(2*kv_lora + rope);
+    expanded: keys*kv_lora*(nope+v) + queries*keys*(nope + rope + v). Decoding (one query,
+    many keys) always absorbs; a long prefill into an empty cache expands, as training does.
+    """
+    r, n, p, v = cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+    absorbed = queries * r * (n + v) + queries * keys * (2 * r + p)
+    expanded = keys * r * (n + v) + queries * keys * (n + p + v)
+    return absorbed <= expanded
 
 
 def attention_core(q, k, value, q_segments, q_positions, k_segments, k_positions, scale, dtype,

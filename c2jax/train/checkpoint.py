@@ -212,6 +212,15 @@ class Checkpointer:
         self._manager.close()
 
 
+def _step_dirs_newest_first(path: Path) -> list[Path]:
+    """The checkpoint step directories of a training workdir, newest first ([] if none)."""
+    checkpoints = path / CHECKPOINTS_DIR
+    if not checkpoints.is_dir():
+        return []
+    return sorted((p for p in checkpoints.iterdir() if p.name.isdigit()),
+                  key=lambda p: int(p.name), reverse=True)
+
+
 def load_variables(path: str | Path, abstract_variables: dict) -> tuple[dict, Path]:
     """`{"params", "router_bias"}` from a training workdir (its newest readable checkpoint)
     or from a model directory, into `abstract_variables`' shapes and shardings.
@@ -224,23 +233,20 @@ def load_variables(path: str | Path, abstract_variables: dict) -> tuple[dict, Pa
         source = path / VARIABLES_DIR
         with ocp.StandardCheckpointer() as checkpointer:
             return checkpointer.restore(source, abstract_variables), path
-    checkpoints = path / CHECKPOINTS_DIR
-    steps = sorted((int(p.name) for p in checkpoints.glob("*") if p.name.isdigit()),
-                   reverse=True) if checkpoints.is_dir() else []
-    if not steps:
+    step_dirs = _step_dirs_newest_first(path)
+    if not step_dirs:
         raise ConfigError(f"train.init_from = {str(path)!r} holds no checkpoints: give a training "
                           f"workdir (with {CHECKPOINTS_DIR}/<step>/) or a model directory (with "
                           f"{MODEL_DIR_CONFIG})")
-    for step in steps:
-        source = checkpoints / str(step)
+    for source in step_dirs:
         try:
             with ocp.StandardCheckpointer() as checkpointer:
                 return checkpointer.restore(source / "variables", abstract_variables), source
         except Exception as e:  # a corrupt newest checkpoint: use the one before it
             logging.warning("init_from: checkpoint %s cannot be read (%s: %s); trying the "
                             "previous one", source, type(e).__name__, str(e)[:300])
-    raise ConfigError(f"train.init_from = {str(path)!r}: none of its checkpoints {steps} can be "
-                      "read")
+    raise ConfigError(f"train.init_from = {str(path)!r}: none of its checkpoints "
+                      f"{[int(p.name) for p in step_dirs]} can be read")
 
 
 def saved_tokenizer_dir(checkpoint_dir: Path) -> Path | None:
@@ -248,3 +254,43 @@ def saved_tokenizer_dir(checkpoint_dir: Path) -> Path | None:
     candidate = Path(checkpoint_dir) / _TOKENIZER
     return candidate if (candidate / TOKENIZER_FILE).is_file() else None
 
+
+
+def load_trained_model(path: str | Path):
+    """(model cfg, variables, tokenizer or None) for inference from a training workdir (its
+    newest readable checkpoint), one of its step directories, or a model directory (whose
+    tokenizer, if any, is `tokenizer.json` beside `model_config.json`)."""
+    from c2jax.checkpoint.model_dir import config_from_json, load_model
+    from c2jax.data.tokenizer import load_tokenizer
+
+    path = Path(path).absolute()
+    if (path / MODEL_DIR_CONFIG).exists():
+        cfg, variables = load_model(str(path))
+        return cfg, variables, (load_tokenizer(path) if (path / TOKENIZER_FILE).exists()
+                                else None)
+    if (path / _CONFIG / "metadata").exists():      # a step directory
+        step_dirs = [path]
+    else:
+        step_dirs = _step_dirs_newest_first(path)
+    if not step_dirs:
+        raise FileNotFoundError(f"{path} is neither a training workdir (with {CHECKPOINTS_DIR}/"
+                                f"<step>/), a checkpoint step directory, nor a model directory "
+                                f"(with {MODEL_DIR_CONFIG})")
+    from flax import linen as nn
+
+    from c2jax.model.transformer import abstract_variables
+    for step_dir in step_dirs:
+        try:
+            saved = json.loads((step_dir / _CONFIG / "metadata").read_text())
+            cfg = config_from_json(json.dumps(saved["model"]))
+            target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                  nn.unbox(abstract_variables(cfg)))
+            with ocp.StandardCheckpointer() as checkpointer:
+                variables = checkpointer.restore(step_dir / "variables", target)
+        except Exception as e:  # a corrupt newest checkpoint: use the one before it
+            logging.warning("checkpoint %s cannot be read (%s: %s); trying the previous one",
+                            step_dir, type(e).__name__, str(e)[:300])
+            continue
+        tokenizer_dir = saved_tokenizer_dir(step_dir)
+        return cfg, variables, (load_tokenizer(tokenizer_dir) if tokenizer_dir else None)
+    raise FileNotFoundError(f"none of the checkpoints in {path} can be read")

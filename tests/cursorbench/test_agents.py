@@ -8,8 +8,10 @@ def test_specs_name_agents_or_say_what_exists():
     assert hasattr(agents.make_agent_factory("null")(3), "act")
     factory = agents.make_agent_factory("python:cursorbench.agents:OracleAgent")
     assert factory is agents.OracleAgent
-    with pytest.raises(agents.AgentSpecError, match="not available yet.*issue #6"):
+    with pytest.raises(agents.AgentSpecError, match="neither a training workdir"):
         agents.make_agent_factory("model:/ckpt/step_100")
+    with pytest.raises(agents.AgentSpecError, match="expected model:CKPT"):
+        agents.make_agent_factory("model:")
     with pytest.raises(agents.AgentSpecError, match="choose oracle, null"):
         agents.make_agent_factory("random")
     with pytest.raises(agents.AgentSpecError, match="cannot load"):
