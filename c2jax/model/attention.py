@@ -150,8 +150,11 @@ class MLAttention(nn.Module):
                       + jnp.einsum("bshp,btp->bhst", q_rope, keys_rope.astype(dtype),
                                    preferred_element_type=jnp.float32))
             probs = jax.nn.softmax(scores * scale + bias, axis=-1)
-            context = jnp.einsum("bhst,btr->bshr", probs.astype(dtype), keys_latent.astype(dtype),
+            # (Output "bhsr", then transposed: XLA:CPU has no bf16 x bf16 -> f32 kernel for
+            # the "bhst,btr->bshr" layout of this dot.)
+            context = jnp.einsum("bhst,btr->bhsr", probs.astype(dtype), keys_latent.astype(dtype),
                                  preferred_element_type=jnp.float32).astype(dtype)
+            context = context.transpose(0, 2, 1, 3)
             attn = project("bshr,rhv->bshv", context, w_uv, cfg)               # then W_uv
         else:
             kv = project("btr,rhd->bthd", keys_latent, w_kvb, cfg)

@@ -11,6 +11,11 @@ and, under a mesh, runs `capacity` / `ragged` per shard inside `shard_map`.
   ragged    tokens are sorted by expert and run through `jax.lax.ragged_dot` (dropless). The
             GPU/TPU path; ~18x slower than a dense matmul on XLA:CPU (machine_facts.md).
 
+A fourth path, `gathered`, is not a config choice: with fewer routed slots than experts
+(tokens * k < experts: decoding a few sequences), each slot gathers its expert's matrices, so
+only the chosen experts' weights are read. It is exact (dropless) and `run_experts` takes it
+automatically outside a mesh, whatever the backend but `dense`.
+
 Shapes: x `[tokens, embed]`, expert_ids / weights `[tokens, k]`, valid bool `[tokens]`
 (padding tokens are not routed), expert weights gate/up `[experts, embed, mlp]`, down
 `[experts, mlp, embed]`.
@@ -100,6 +105,16 @@ def capacity(x, expert_ids, weights, valid, gate, up, down, cfg, *, num_experts:
     y = jnp.einsum("kth,tk->th", per_slot, weights.astype(jnp.float32))
     dropped = jnp.sum(slot_valid & ~keep, dtype=jnp.int32)
     return y.astype(x.dtype), dropped
+
+
+def gathered(x, expert_ids, weights, gate, up, down, cfg):
+    """Each (token, choice) runs its own expert's gathered matrices. Returns (y, dropped=0).
+    Work and weight reads are O(tokens * k) experts, so it wins when that is below `experts`."""
+    g = project("th,tkhf->tkf", x, gate[expert_ids], cfg)
+    u = project("th,tkhf->tkf", x, up[expert_ids], cfg)
+    per_slot = project("tkf,tkfh->tkh", nn.silu(g) * u, down[expert_ids], cfg)
+    y = jnp.einsum("tkh,tk->th", per_slot.astype(jnp.float32), weights.astype(jnp.float32))
+    return y.astype(x.dtype), jnp.zeros((), jnp.int32)
 
 
 def ragged(x, expert_ids, weights, gate, up, down, cfg):

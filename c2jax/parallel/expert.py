@@ -55,6 +55,8 @@ def run_experts(x, expert_ids, weights, valid, gate, up, down, cfg, batch_shape)
     if backend == "dense":
         return backends.dense(x, expert_ids, weights, gate, up, down, cfg)
     mesh = active_mesh()
+    if mesh is None and expert_ids.size < gate.shape[0]:
+        return backends.gathered(x, expert_ids, weights, gate, up, down, cfg)
     if mesh is None:
         return _local(backend, cfg, None, 1, None, x, expert_ids, weights, valid, gate, up, down)
 

@@ -60,10 +60,15 @@ def _expert_inputs(cfg, tokens=48, seed=0):
     return x, ids, weights, w
 
 
-@pytest.mark.parametrize("backend", ["capacity", "ragged"])
-def test_backends_equal_dense_with_gradients(backend):
+@pytest.mark.parametrize("backend,tokens", [("capacity", None), ("ragged", None),
+                                            ("capacity", 3)],
+                         ids=["capacity", "ragged", "gathered_few_tokens"])
+def test_backends_equal_dense_with_gradients(backend, tokens):
     base = model_config(capacity_factor=100.0)
     x, ids, weights, (gate, up, down) = _expert_inputs(base)
+    if tokens is not None:   # 3 tokens x k=2 < 8 experts: run_experts takes the gathered path
+        x, ids, weights = x[:tokens], ids[:tokens], weights[:tokens]
+        assert ids.size < gate.shape[0]
     valid = jnp.ones(x.shape[0], bool)
 
     def loss(backend_name, x, weights, gate, up, down):

@@ -29,8 +29,9 @@ def test_cache_holds_latents_not_per_head_keys_and_values(cfg):
     assert bytes_per_token(cfg) * 6 < per_head_kv
 
 
-@pytest.mark.parametrize("overrides", [{}, {"kv_lora_rank": 48, "q_lora_rank": 0}],
-                         ids=["tiny", "wide_latent_no_q_lora"])
+@pytest.mark.parametrize("overrides", [{}, {"kv_lora_rank": 48, "q_lora_rank": 0},
+                                       {"dtype": "bfloat16"}],
+                         ids=["tiny", "wide_latent_no_q_lora", "bf16"])
 def test_prefill_then_decode_equals_the_training_forward(overrides):
     cfg = model_config(**overrides)
     frozen = inference_config(cfg)
@@ -39,7 +40,7 @@ def test_prefill_then_decode_equals_the_training_forward(overrides):
     # tiny: both the prefill and the decode step absorb kv_b_proj; the wide latent makes the
     # prefill expand per-head K/V instead, so both attention paths are compared.
     assert absorb_kv_b(cfg, 1, MAX_LEN)
-    if overrides:
+    if "kv_lora_rank" in overrides:
         assert not absorb_kv_b(cfg, prefix, prefix)
     expected, expected_routing = reference_logits(cfg, variables, PROMPT)
 
@@ -59,7 +60,13 @@ def test_prefill_then_decode_equals_the_training_forward(overrides):
         cache = aux["cache"]
         got.append(np.asarray(logits[0]))
         routing.append(np.asarray(aux["routing"][:, 0]))
-    np.testing.assert_allclose(np.concatenate(got), expected, atol=1e-4, rtol=1e-4)
+    got = np.concatenate(got)
+    if cfg.dtype == "bfloat16":   # two bf16 computations in different orders: ~1% apart
+        scale = np.abs(expected).max()
+        np.testing.assert_allclose(got, expected, atol=0.03 * scale)
+        assert np.mean(np.argmax(got, -1) == np.argmax(expected, -1)) >= 0.8
+        return
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
     np.testing.assert_array_equal(np.concatenate(routing, axis=1), expected_routing)
 
 
