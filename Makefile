@@ -11,7 +11,7 @@ setup: $(STAMP) bwrap
 $(STAMP): setup.py
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[dev,parity]'
+	$(VPY) -m pip install -q -e '.[dev,parity,ray]'
 	touch $(STAMP)
 
 # The coding sandbox needs Debian's bubblewrap; install it when missing and we are root.

@@ -31,5 +31,6 @@ setup(
     extras_require={
         "dev": ["pytest>=8", "pytest-xdist>=3.5"],
         "parity": ["torch==2.13.0", "transformers>=5.0,<6"],
+        "ray": ["ray>=2.59,<3"],     # the Ray runtime of c2jax.rl (token auth for local clusters)
     },
 )

@@ -11,10 +11,10 @@ Either may expose `messages`, the conversation it had (`c2jax.data.chat` format)
 stores it with the trajectory. The harness builds one agent per attempt with
 `factory(seed)`, so sampling agents can vary their draws across attempts.
 
-Specs: `oracle`, `null`, `model:CKPT` (the sampler-backed agent of `c2jax.sampling.agent`,
-loaded lazily so this package itself never imports JAX; CKPT is a training workdir, a
-checkpoint step directory or a model directory), or `python:package.module:factory` for any
-other policy.
+Specs: `oracle`, `null`, `model:CKPT` (the policy agent of `c2jax.rl.agent`, the RL actor's
+episode loop, loaded lazily so this package itself never imports JAX; CKPT is a training
+workdir, a checkpoint step directory or a model directory), or
+`python:package.module:factory` for any other policy.
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ class OracleAgent:
 def make_agent_factory(spec: str, **model_options) -> AgentFactory:
     """The factory a --agent spec names; AgentSpecError (for people) when there is none.
 
-    model_options: keywords of `c2jax.sampling.agent.model_agent_factory` (temperature,
+    model_options: keywords of `c2jax.rl.agent.model_agent_factory` (temperature,
     max_new_tokens, max_len, slots) for `model:CKPT`; ignored by the other agents."""
     if spec == "oracle":
         return lambda seed: OracleAgent()
@@ -93,7 +93,7 @@ def make_agent_factory(spec: str, **model_options) -> AgentFactory:
             raise AgentSpecError(f"--agent={spec}: expected model:CKPT (a training workdir, a "
                                  "checkpoint step directory or a model directory)")
         try:
-            agent_module = importlib.import_module("c2jax.sampling.agent")
+            agent_module = importlib.import_module("c2jax.rl.agent")
         except ImportError as e:
             raise AgentSpecError(f"--agent={spec} needs the c2jax package ({e})") from None
         try:

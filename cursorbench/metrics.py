@@ -9,7 +9,8 @@ Definitions (n attempts of a task, c of them resolved, infra failures left out o
   tasks.
 - mean@K: the accuracy of attempt j over tasks, averaged over j = 0..K-1, with the standard
   deviation over j (how much one run of the benchmark moves).
-- best_of_k: the share of tasks with at least one resolved attempt (oracle best-of-K).
+- best_of_k: the share of tasks with at least one resolved attempt (oracle best-of-K), with
+  the same bootstrap CI over tasks.
 - infra_failure_rate: infra-failed attempts / all attempts; they are excluded from the scores
   (a sandbox crash is not the agent's zero) and reported instead.
 """
@@ -91,8 +92,11 @@ def _scores(records: Sequence[Mapping[str, Any]], k: int, with_ci: bool = True
         eligible = [(len(v), sum(v)) for v in per_task.values() if len(v) >= j]
         out["pass@k"][str(j)] = (statistics.fmean(pass_at_k(n, c, j) for n, c in eligible)
                                  if eligible else None)
-    out["best_of_k"] = (statistics.fmean(any(v) for v in per_task.values())
-                        if per_task else None)
+    solved = [float(any(v)) for v in per_task.values()]
+    out["best_of_k"] = statistics.fmean(solved) if solved else None
+    if with_ci:
+        low, high = bootstrap_ci(solved)
+        out["best_of_k_ci95"] = [low, high] if solved else None
     by_attempt: dict[int, list[bool]] = defaultdict(list)
     for r in records:
         by_attempt[r["attempt"]].append(bool(r["resolved"]))

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import sys
 
-import logging as py_logging
-
 from absl import app, flags, logging
 from ml_collections import config_flags
 
 from c2jax.train.config import ConfigError
+from experiments.cli import QuietOrbax, parse_flags
 from c2jax.train.loop import NonFiniteLossError, train
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -27,33 +26,13 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "directory for checkpoints and m
 flags.mark_flags_as_required(["config", "workdir"])
 
 
-class _QuietOrbax(py_logging.Filter):
-    """Drops orbax's INFO records (several per file written, every checkpoint)."""
-
-    def filter(self, record: py_logging.LogRecord) -> bool:
-        return record.levelno >= py_logging.WARNING or "/orbax/" not in record.pathname
-
-
-def parse_flags(argv: list[str]) -> list[str]:
-    """absl flag parsing, with a config field that does not exist (a typo in
-    `--config.train.stpes=3` or in the config file) reported in one line, not a traceback."""
-    try:
-        return flags.FLAGS(argv)
-    except (AttributeError, KeyError) as e:  # raised by ml_collections for a locked config
-        message = e
-        while isinstance(message, BaseException) and message.args:
-            message = message.args[0]
-        overrides = [a for a in argv[1:] if a.startswith("--config.")]
-        sys.exit(f"error: the config has no field {message} (overrides given: {overrides})")
-
-
 def stage_main(stages: tuple[str, ...]):
     """The absl main of an entry point that runs configs whose `stage` is in `stages`."""
 
     def main(argv):
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-        logging.get_absl_handler().addFilter(_QuietOrbax())
+        logging.get_absl_handler().addFilter(QuietOrbax())
         config = _CONFIG.value
         if config.stage not in stages:
             sys.exit(f"error: {sys.argv[0]} runs stages {stages}, but the config is a "

@@ -8,7 +8,8 @@ makes it SFT (c2jax/data/chat.py).
 """
 from absl import app
 
-from experiments.pretrain import parse_flags, stage_main
+from experiments.cli import parse_flags
+from experiments.pretrain import stage_main
 
 if __name__ == "__main__":
     app.run(stage_main(("sft",)), flags_parser=parse_flags)

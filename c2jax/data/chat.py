@@ -16,8 +16,10 @@ A conversation is a list of dicts::
     {"role": "summary",   "content": str}        # a self-summarisation turn by the assistant
 
 `content` is required (it may be ""). `tool_call` is optional and allowed only on assistant
-turns; its `args` default to {}. Unknown keys are errors, so a typo such as "tool_calls" is
-caught.
+turns; its `args` default to {}. `train` (optional, assistant and summary turns only) set to
+false renders the turn as context with loss 0: a conversation that restarts from a summary
+(the RL actor's self-summarisation) carries that summary as context, trained where it was
+written. Unknown keys are errors, so a typo such as "tool_calls" is caught.
 
 Rendering
 ---------
@@ -58,7 +60,7 @@ if TYPE_CHECKING:
 
 #: Roles a message may have. "summary" renders as an assistant turn in `<|summary|>` markers.
 ROLES = ("system", "user", "assistant", "tool", "summary")
-_MESSAGE_KEYS = {"role", "content", "tool_call"}
+_MESSAGE_KEYS = {"role", "content", "tool_call", "train"}
 _TOOL_CALL_KEYS = {"tool", "args"}
 
 
@@ -87,6 +89,12 @@ def validate_messages(messages: Any) -> None:
                             f"without text), got {type(message.get('content')).__name__}")
         if "tool_call" in message:
             _validate_tool_call(i, role, message["tool_call"])
+        if "train" in message:
+            if role not in ("assistant", "summary"):
+                raise ChatError(f"message {i} ({role}) has 'train'; only assistant and summary "
+                                "turns are trained, so only they may turn it off")
+            if not isinstance(message["train"], bool):
+                raise ChatError(f"message {i} ({role}): 'train' must be true or false")
 
 
 def _validate_tool_call(i: int, role: str, call: Any) -> None:
@@ -188,20 +196,21 @@ class ChatTemplate:
     def _append_valid_message(self, chat: ChatTokens, message: Mapping[str, Any]) -> None:
         role, content = message["role"], message["content"]
         end = self._special[tool_format.END]
+        train = message.get("train", True)
         if role == "summary":
             self.open_assistant_turn(chat, summary=True)
-            chat.extend(self.tokenizer.encode(content), trainable=True)
-            chat.extend([self._special[tool_format.END_SUMMARY], end], trainable=True)
+            chat.extend(self.tokenizer.encode(content), trainable=train)
+            chat.extend([self._special[tool_format.END_SUMMARY], end], trainable=train)
         elif role == "assistant":
             self.open_assistant_turn(chat)
-            chat.extend(self.tokenizer.encode(content), trainable=True)
+            chat.extend(self.tokenizer.encode(content), trainable=train)
             call = message.get("tool_call")
             if call is not None:
                 body = tool_format.tool_call_body(call["tool"], dict(call.get("args", {})))
-                chat.extend([self._special[tool_format.TOOL_CALL]], trainable=True)
-                chat.extend(self.tokenizer.encode(body), trainable=True)
-                chat.extend([self._special[tool_format.END_TOOL_CALL]], trainable=True)
-            chat.extend([end], trainable=True)
+                chat.extend([self._special[tool_format.TOOL_CALL]], trainable=train)
+                chat.extend(self.tokenizer.encode(body), trainable=train)
+                chat.extend([self._special[tool_format.END_TOOL_CALL]], trainable=train)
+            chat.extend([end], trainable=train)
         else:
             chat.extend([self._role_ids[role]], trainable=False)
             chat.extend(self.tokenizer.encode(content), trainable=False)

@@ -80,12 +80,14 @@ def group_advantages(rewards: jax.Array, kind: str = "mean") -> jax.Array:
 
 
 def policy_loss(logp, behaviour_logp, proximal_logp, advantages, loss_mask, cfg,
-                reference_logp=None):
+                reference_logp=None, normaliser=None):
     """The configured policy-gradient loss and its diagnostics.
 
     Returns (loss scalar, metrics dict of scalars). `proximal_logp` None means on-policy
     learner (pi_prox = current weights, detached): then r_t = 1 in value and the loss reduces
-    to truncated-IS REINFORCE.
+    to truncated-IS REINFORCE. `normaliser`: the constant the token sum is divided by; default
+    `seqs * (max_tokens or tokens)` of this call (pass the whole batch's when the batch is
+    split into microbatches, so every token keeps the same weight).
     """
     mask = loss_mask.astype(jnp.float32)
     seqs, tokens = logp.shape
@@ -129,15 +131,20 @@ def policy_loss(logp, behaviour_logp, proximal_logp, advantages, loss_mask, cfg,
         d = jax.lax.stop_gradient(reference_logp) - logp
         per_token = per_token + cfg.kl_coef * (jnp.exp(d) - d - 1.0)   # k3 estimator of KL
 
-    normaliser = seqs * (cfg.max_tokens or tokens)
+    if normaliser is None:
+        normaliser = seqs * (cfg.max_tokens or tokens)
     loss = jnp.sum(per_token * keep) / normaliser
     denom = jnp.maximum(jnp.sum(mask), 1.0)
     mismatch = jnp.exp(-log_rho) - 1.0 + log_rho   # k3 of KL(pi_prox || mu) per token
+    real = (jnp.sum(mask, axis=1) > 0).astype(jnp.float32)     # rows with a trained token
     metrics = {
         "clip_fraction": jnp.sum(clipped * keep) / jnp.maximum(jnp.sum(keep), 1.0),
         "is_weight_mean": jnp.sum(tis * mask) / denom,
         "is_weight_max": jnp.max(jnp.where(mask > 0, jnp.exp(jnp.minimum(log_rho, 80.0)), 0.0)),
-        "masked_sequence_fraction": 1.0 - jnp.mean(seq_keep),
+        "masked_sequence_fraction": (jnp.sum((1.0 - seq_keep) * real)
+                                     / jnp.maximum(jnp.sum(real), 1.0)),
         "mismatch_kl": jnp.sum(mismatch * mask) / denom,
+        "tokens": jnp.sum(mask),          # what the means above average over
+        "sequences": jnp.sum(real),
     }
     return loss, metrics

@@ -171,6 +171,7 @@ class Engine:
         self._next_id = 0
         self.drafted = 0          # speculative: draft tokens proposed to running sequences
         self.accepted = 0         # ... and accepted
+        self.generated_tokens = 0  # tokens emitted over the engine's life (for tokens/s)
 
     # ------------------------------------------------------------------ params
     @property
@@ -178,9 +179,11 @@ class Engine:
         return self._version
 
     def _check_params(self, variables):
+        """Places the params once: by the rules under a mesh, else on the default device
+        (host numpy arrays, e.g. from Ray's object store, would be copied every step)."""
         if self._param_shardings is not None:
-            variables = jax.device_put(variables, self._param_shardings)
-        return variables
+            return jax.device_put(variables, self._param_shardings)
+        return jax.device_put(variables)
 
     def set_params(self, variables, version: int) -> None:
         """Swaps in new params (same tree, shapes and dtypes: no recompilation). Thread-safe;
@@ -307,6 +310,7 @@ class Engine:
             running = _Running(request_id, r, StopStrings(self.tokenizer, r.stop_strings),
                                np.ascontiguousarray(routing[:, g, :p - 1].transpose(1, 0, 2)))
             running.add(token[g], logprob[g], version, routing[:, g, p - 1])
+            self.generated_tokens += 1
             self._slots[slot] = running
             self._keep[slot] = True
             self._check_finished(slot, bool(stopped[g]), 1, finished)
@@ -343,6 +347,7 @@ class Engine:
                 if self.depth and emitted[t, slot, 0]:
                     self.drafted += self.depth
                     self.accepted += int(emitted[t, slot].sum()) - 1
+            self.generated_tokens += len(running.tokens) - before
             self._check_finished(slot, not active[slot], len(running.tokens) - before, finished)
 
     def _check_finished(self, slot: int, stopped: bool, new: int,

@@ -122,6 +122,17 @@ def test_tool_call_args_default_to_empty(template, small_tokenizer):
         tf.BOS + tf.ASSISTANT + tf.format_tool_call("list_files", {}) + tf.END)
 
 
+def test_untrained_turns_render_the_same_ids_with_loss_zero(template):
+    turns = [{"role": "user", "content": "fix it"},
+             {"role": "summary", "content": "Read a.py; the bug is in f."},
+             {"role": "assistant", "content": "ok\n", "tool_call": {"tool": "run_tests"}}]
+    trained = template.render(turns)
+    context = template.render([turns[0], dict(turns[1], train=False),
+                               dict(turns[2], train=False)])
+    assert context.ids == trained.ids
+    assert sum(trained.loss_mask) > 0 and sum(context.loss_mask) == 0
+
+
 @pytest.mark.parametrize("messages, error", [
     ([], "messages is empty"),
     ("hello", "must be a list of dicts, got str"),
@@ -140,6 +151,8 @@ def test_tool_call_args_default_to_empty(template, small_tokenizer):
     ([{"role": "assistant", "content": "", "tool_call": {"tool": "x", "why": 1}}],
      r"'tool_call' has unknown keys \['why'\]"),
     (["hi"], "message 0 must be a dict, got str"),
+    ([{"role": "user", "content": "", "train": False}], r"message 0 \(user\) has 'train'"),
+    ([{"role": "summary", "content": "", "train": 0}], "'train' must be true or false"),
 ])
 def test_malformed_messages_are_named(template, messages, error):
     with pytest.raises(chat.ChatError, match=error):

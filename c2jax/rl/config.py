@@ -1,0 +1,169 @@
+"""The RL config: one locked ConfigDict that fully describes an RL run, and its validation.
+
+    config.init_from    the policy to start from (training workdir, step dir, model dir);
+                        "" = the tiny warm start of experiments/rl.py (pretrain + SFT, cached)
+    config.warm_start   the sizes of that warm start
+    config.tasks        which tasks the actors train on (a cursorbench suite spec)
+    config.actor        actors, environments, sampler shape, actor compute dtype
+    config.rollout      per-episode behaviour: tokens per turn, temperature, context strategy
+    config.learner      steps, group size and count per step, microbatching, routing replay
+    config.staleness    eta (0 = synchronous) and the in-flight cap
+    config.loss         c2jax.rl.losses.loss_config()   decoupled PPO / GSPO / CISPO, TIS, ...
+    config.rewards      c2jax.rl.rewards.reward_config()  shaped reward terms
+    config.optimizer    c2jax.train.config.optimizer_config()
+    config.eval         held-out evaluation before and after RL (mean@1, best-of-k)
+    config.runtime      "inprocess" (threads) | "ray"
+    config.checkpoint   how often, how many; the run resumes from WORKDIR automatically
+
+`configs/rl_tiny.py` (the demo) and `configs/rl_k2.py` (the cluster recipe) build one with
+`rl_config(...)`. Every section is locked: a misspelt field is an error naming it.
+"""
+from __future__ import annotations
+
+import ml_collections
+
+from c2jax.rl.losses import loss_config, validate_loss_config
+from c2jax.rl.rewards import LENGTH_FUNCTIONS, reward_config
+from c2jax.rl.rollout import CONTEXT_STRATEGIES
+from c2jax.train.config import ConfigError, optimizer_config
+
+RUNTIMES = ("inprocess", "ray")
+ACTOR_DTYPES = ("float32", "bfloat16")
+
+
+def _section(**fields) -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict(fields)
+    c.lock()
+    return c
+
+
+def rl_config(**sections) -> ml_collections.ConfigDict:
+    """The default RL config with whole sections or top-level fields replaced by `sections`
+    (e.g. `rl_config(learner=dict(steps=50))` updates fields of a section)."""
+    c = ml_collections.ConfigDict()
+    c.init_from = ""               # policy checkpoint; "" = the tiny warm start (rl_tiny only)
+    c.seed = 0                     # task order, sampling seeds
+    c.log_every = 1                # a metrics record every this many learner steps
+    c.progress_bar = True
+    c.warm_start = _section(        # only when init_from is "" (experiments/warm_start.py)
+        pretrain_steps=300,         # tiny pretraining at 256 tokens
+        longctx_steps=40,           # YaRN x8 to 2048 tokens
+        sft_tasks=300,              # mini:train tasks whose oracle trajectories SFT learns
+        sft_context_chars=4000,     # oracle trajectories summarise past this many characters
+        oracle_workers=2,           # environments replaying the oracle
+        sft_seq_len=2048,
+        sft_batch_size=2,
+        sft_steps=150,
+        sft_learning_rate=1e-3,
+    )
+    c.tasks = _section(
+        suite="mini:train:400",     # cursorbench suite (mini:SPLIT[:N], a task directory) or
+                                    # python:module:function -> (tasks, make_env) for your own
+        sandbox="bwrap",            # "bwrap" (default) or "none" (trusted debugging only)
+    )
+    c.actor = _section(
+        num_actors=1,               # sampler engines; each runs its own environments
+        envs_per_actor=8,           # environments (threads) per actor = episodes in flight
+        slots=8,                    # sequences each engine decodes together
+        max_len=2048,               # context per segment (the engine's cache length)
+        steps_per_call=8,           # decode steps per compiled call
+        dtype="float32",            # actor compute dtype: "float32" | "bfloat16" (learner: model)
+    )
+    c.rollout = _section(
+        max_new_tokens=192,         # tokens per assistant turn
+        temperature=1.0,
+        top_p=1.0,
+        context="summarise",        # when a turn would not fit: "summarise" | "truncate" | "stop"
+        context_budget=0,           # tokens; 0 = actor.max_len
+        summary_max_tokens=192,
+        max_summaries=4,
+    )
+    c.learner = _section(
+        steps=20,                   # learner steps (each consumes groups_per_step groups)
+        groups_per_step=4,          # B: tasks per step
+        group_size=4,               # G: attempts per task; the advantage compares them
+        microbatch_rows=4,          # rows (segments) per microbatch of the update
+        updates_per_batch=1,        # optimizer updates per step (>1: the PPO clip matters)
+        routing_replay=True,        # replay the actor's experts in the learner's forward
+        drop_uniform_groups=False,  # skip groups whose rewards are all equal (no signal)
+        devices=1,                  # learner devices (the first ones); 0 = all
+    )
+    c.staleness = _section(
+        eta=2,                      # max learner versions a group may lag; 0 = synchronous
+        max_running_groups=8,       # groups in flight at most (all actors)
+    )
+    c.loss = loss_config()
+    c.rewards = reward_config()
+    c.optimizer = optimizer_config(learning_rate=1e-4, warmup_steps=2, weight_decay=0.0,
+                                   min_lr_ratio=1.0)
+    c.eval = _section(
+        suite="mini:test",          # held-out tasks (no template shared with mini:train)
+        tasks=40,                   # the first N tasks of the suite; 0 = all
+        k=8,                        # attempts per task: mean@1 over them, and best-of-k
+        temperature=1.0,
+        workers=8,                  # episodes in flight
+        before=True,                # evaluate the starting policy too
+    )
+    c.runtime = _section(
+        backend="inprocess",        # "inprocess" | "ray"
+        ray_address="",             # "" = start a local Ray; else an existing cluster
+        ray_num_cpus=2,             # CPUs a local Ray may use
+        ray_cpus_per_actor=1,       # CPUs each Ray actor reserves
+        ray_object_store_mb=512,    # object store of a local Ray (params travel through it)
+    )
+    c.checkpoint = _section(
+        every=5,                    # learner steps between checkpoints (and at the end)
+        keep=3,
+    )
+    c.lock()
+    for name, value in sections.items():
+        if isinstance(value, dict):
+            c[name].update(value)
+        else:
+            c[name] = value
+    return c
+
+
+def _fail(field: str, value, why: str):
+    raise ConfigError(f"config field '{field}' = {value!r} is invalid: {why}")
+
+
+def validate(c) -> None:
+    """Raises ConfigError naming the first field that cannot work."""
+    positive = {"actor": ("num_actors", "envs_per_actor", "slots", "max_len", "steps_per_call"),
+                "rollout": ("max_new_tokens", "summary_max_tokens"),
+                "learner": ("steps", "groups_per_step", "group_size", "microbatch_rows",
+                            "updates_per_batch"),
+                "staleness": ("max_running_groups",),
+                "checkpoint": ("every", "keep"),
+                "eval": ("k", "workers")}
+    for section, fields in positive.items():
+        for field in fields:
+            if c[section][field] < 1:
+                _fail(f"{section}.{field}", c[section][field], "must be >= 1")
+    if c.learner.group_size < 2:
+        _fail("learner.group_size", c.learner.group_size,
+              "group-relative advantages need at least 2 attempts per task")
+    if c.staleness.eta < 0:
+        _fail("staleness.eta", c.staleness.eta, "must be >= 0 (0 = synchronous)")
+    if c.rollout.context not in CONTEXT_STRATEGIES:
+        _fail("rollout.context", c.rollout.context, f"choose one of {CONTEXT_STRATEGIES}")
+    if not 0 <= c.rollout.context_budget <= c.actor.max_len:
+        _fail("rollout.context_budget", c.rollout.context_budget,
+              f"must be in [0, actor.max_len={c.actor.max_len}]")
+    if c.rollout.max_new_tokens >= c.actor.max_len:
+        _fail("rollout.max_new_tokens", c.rollout.max_new_tokens,
+              f"must be below actor.max_len={c.actor.max_len}")
+    if c.actor.dtype not in ACTOR_DTYPES:
+        _fail("actor.dtype", c.actor.dtype, f"choose one of {ACTOR_DTYPES}")
+    if c.runtime.backend not in RUNTIMES:
+        _fail("runtime.backend", c.runtime.backend, f"choose one of {RUNTIMES}")
+    if c.rewards.length_function not in LENGTH_FUNCTIONS:
+        _fail("rewards.length_function", c.rewards.length_function,
+              f"choose one of {LENGTH_FUNCTIONS}")
+    if c.learner.devices < 0:
+        _fail("learner.devices", c.learner.devices, "must be >= 0 (0 = all)")
+    try:
+        validate_loss_config(c.loss)
+    except ValueError as e:
+        raise ConfigError(f"[loss] {e}") from None

@@ -1,0 +1,124 @@
+"""The tiny warm start of the RL demo: stage A in miniature, run once and cached.
+
+    policy_dir = warm_start(config.warm_start)    # a training workdir RL can start from
+
+1. pretrain   configs/pretrain_tiny.py at 256 tokens (`pretrain_steps`);
+2. longctx    configs/longctx_tiny.py: YaRN x8 to 2048 tokens (`longctx_steps`);
+3. sft data   the oracle agent replays `sft_tasks` tasks of `mini:train` through the sandboxed
+              environment (the same tools the actor uses); its conversations, cut into
+              segments at self-summary turns exactly where the RL actor would restart its
+              context (system + task + summary, the summary as loss-0 context), become JSONL;
+4. sft        configs/sft_tiny.py on that JSONL (`sft_steps`), assistant tokens only.
+
+Everything goes under `$C2JAX_CACHE_DIR/warm_start/<hash of the settings>/` (default
+`<repo>/.cache`), and every stage resumes where it stopped, so a second run costs nothing and
+an interrupted one continues.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from absl import logging
+
+from c2jax.data.tokenizer import cache_dir
+from c2jax.train.loop import train
+from configs import longctx_tiny, pretrain_tiny, sft_tiny
+from cursorbench import agents, harness, suites
+
+SFT_FILE = "sft_conversations.jsonl"
+DONE = "DONE"
+
+
+def conversation_segments(messages: list[dict]) -> list[list[dict]]:
+    """A conversation cut at its summary turns: each later segment restarts from system +
+    task + the summary (as context, loss 0), as the RL actor's context does."""
+    head = list(messages[:2])
+    segments, current = [], list(head)
+    for message in messages[2:]:
+        current.append(message)
+        if message["role"] == "summary":
+            segments.append(current)
+            current = head + [dict(message, train=False)]
+    if any(m["role"] in ("assistant", "summary") and m.get("train", True)
+           for m in current[2:]):
+        segments.append(current)
+    return segments
+
+
+def _key(ws) -> str:
+    return hashlib.sha256(json.dumps(ws.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _stage(config, workdir: Path) -> None:
+    with config.unlocked():
+        config.train.progress_bar = True
+    logging.info("warm start: %s stage in %s", config.stage, workdir)
+    train(config, workdir)
+
+
+def sft_conversations(ws, out: Path) -> int:
+    """Runs the oracle on mini:train and writes the segmented conversations; returns count."""
+    suite = suites.resolve(f"mini:train:{ws.sft_tasks}", context_budget=ws.sft_context_chars)
+    run_dir = out.parent / "oracle_run"
+    harness.run(suite.tasks, agents.make_agent_factory("oracle"), run_dir, k=1,
+                workers=ws.oracle_workers, suite=suite.name, agent="oracle")
+    written = 0
+    with open(out, "w") as f:
+        for line in (run_dir / harness.TRAJECTORIES).read_text().splitlines():
+            trace = json.loads(line)
+            if trace.get("error") or not trace.get("messages"):
+                continue
+            for segment in conversation_segments(trace["messages"]):
+                f.write(json.dumps({"messages": segment}) + "\n")
+                written += 1
+    return written
+
+
+def warm_start(ws) -> Path:
+    """Runs (or reuses) the warm start described by `ws` (rl config `warm_start` section);
+    returns the SFT workdir, a valid `init_from`."""
+    root = cache_dir() / "warm_start" / _key(ws)
+    sft_dir = root / "sft"
+    if (root / DONE).exists():
+        return sft_dir
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "settings.json").write_text(json.dumps(ws.to_dict(), indent=1))
+
+    pretrain = pretrain_tiny.get_config()
+    with pretrain.unlocked():
+        pretrain.train.steps = ws.pretrain_steps
+        pretrain.train.eval_every = ws.pretrain_steps
+        pretrain.train.checkpoint_every = ws.pretrain_steps
+        pretrain.optimizer.warmup_steps = min(pretrain.optimizer.warmup_steps,
+                                              ws.pretrain_steps // 4)
+    _stage(pretrain, root / "pretrain")
+
+    longctx = longctx_tiny.get_config(str(root / "pretrain"))
+    with longctx.unlocked():
+        longctx.train.steps = ws.longctx_steps
+        longctx.train.eval_every = ws.longctx_steps
+        longctx.train.checkpoint_every = ws.longctx_steps
+        longctx.optimizer.warmup_steps = min(longctx.optimizer.warmup_steps,
+                                             ws.longctx_steps // 4)
+    _stage(longctx, root / "longctx")
+
+    data = root / SFT_FILE
+    if not data.exists():
+        count = sft_conversations(ws, data.with_suffix(".tmp"))
+        data.with_suffix(".tmp").replace(data)
+        logging.info("warm start: %d SFT conversations in %s", count, data)
+    sft = sft_tiny.get_config(str(root / "longctx"))
+    with sft.unlocked():
+        sft.data.source = str(data)
+        sft.data.seq_len = ws.sft_seq_len
+        sft.data.batch_size = ws.sft_batch_size
+        sft.train.steps = ws.sft_steps
+        sft.train.eval_every = ws.sft_steps
+        sft.train.checkpoint_every = ws.sft_steps
+        sft.optimizer.learning_rate = ws.sft_learning_rate
+        sft.optimizer.warmup_steps = min(sft.optimizer.warmup_steps, ws.sft_steps // 4)
+    _stage(sft, sft_dir)
+    (root / DONE).write_text("ok\n")
+    return sft_dir

@@ -1,0 +1,57 @@
+"""The Ray runtime (c2jax/rl/runtime.py): a local Ray with 2 actor processes trains, with
+bounded resources and token authentication, loopback only, and stops cleanly."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from c2jax.rl import runtime
+from c2jax.rl.loop import train_rl
+from tests.rl.toy_config import get_config
+from tests.rl.toy_envs import DigitsEnv, toy_tasks
+
+ray = pytest.importorskip("ray")
+
+
+def ray_processes() -> list[str]:
+    out = subprocess.run(["pgrep", "-a", "-f", "ray/core/src/ray"], capture_output=True,
+                         text=True).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def test_ray_fleet_trains_and_shuts_down_cleanly(tmp_path, policy_dir, monkeypatch):
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
+        monkeypatch.delenv(name, raising=False)
+    assert not ray_processes()
+    config = get_config()
+    with config.unlocked():
+        config.init_from = str(policy_dir)
+        config.runtime.backend = "ray"
+        config.actor.num_actors = 2
+        config.actor.envs_per_actor = 4
+        config.learner.steps = 3
+    seen = {}
+
+    def inspect(step, record):
+        if step == 1:     # while the cluster runs: its size, its auth, who may connect
+            seen["cpus"] = ray.cluster_resources().get("CPU")
+            seen["actors"] = len([a for a in ray.util.list_named_actors(all_namespaces=True)])
+            seen["auth"] = os.environ.get("RAY_AUTH_MODE")
+            address = ray.get_runtime_context().gcs_address
+            seen["address"] = address
+            intruder = subprocess.run(
+                [sys.executable, "-c", f"import ray; ray.init(address={address!r})"],
+                capture_output=True, text=True, timeout=120,
+                env={k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"})
+            seen["intruder"] = intruder.returncode, intruder.stderr[-2000:]
+
+    result = train_rl(config, tmp_path / "rl", tasks=toy_tasks(8), make_env=DigitsEnv,
+                      on_step=inspect)
+    assert result.version == 3 and all(r["learner/finite"] == 1 for r in result.history)
+    assert seen["cpus"] == config.runtime.ray_num_cpus            # bounded
+    assert seen["auth"] == "token" and seen["address"].startswith("127.0.0.1:")
+    code, stderr = seen["intruder"]
+    assert code != 0 and "Authentication" in stderr, stderr     # no token, no entry
+    assert not ray.is_initialized() and not ray_processes()       # stopped cleanly
+    assert runtime.RayFleet is not None

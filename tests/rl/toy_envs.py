@@ -1,0 +1,60 @@
+"""Small environments with the CodingEnv interface (reset / step, the same observation and
+info dicts), fast enough for RL tests: no sandbox, rewards computed from the action text."""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyLimits:
+    max_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyTask:
+    id: str
+    prompt: str
+    limits: ToyLimits
+
+
+def toy_tasks(count: int, max_steps: int = 1) -> list[ToyTask]:
+    return [ToyTask(f"toy-{i}", f"Task {i}: write digits.", ToyLimits(max_steps))
+            for i in range(count)]
+
+
+class DigitsEnv:
+    """Each turn's text is scored by its share of digit characters; the episode lasts
+    `task.limits.max_steps` turns and its pass fraction is the mean share (resolved when above
+    one half). Tool answers are "ok <step>"."""
+
+    system_prompt = "You are a test policy."
+
+    def reset(self, *, seed=None, options=None):
+        self.task = options["task"]
+        self.shares: list[float] = []
+        self.tokens = 0
+        return ({"role": "user", "tool": "", "content": self.task.prompt, "is_error": 0},
+                {"system_prompt": self.system_prompt})
+
+    def step(self, action):
+        text = action.get("text", "") if isinstance(action, dict) else str(action)
+        self.tokens += int(action.get("output_tokens", 0)) if isinstance(action, dict) else 0
+        self.shares.append(sum(c.isdigit() for c in text) / max(len(text), 1))
+        done = len(self.shares) >= self.task.limits.max_steps
+        obs = {"role": "tool", "tool": "", "content": f"ok {len(self.shares)}", "is_error": 0}
+        info = {}
+        if done:
+            share = sum(self.shares) / len(self.shares)
+            info = {"pass_fraction": share, "resolved": share > 0.5, "termination": "finish",
+                    "reward_components": {"steps": len(self.shares), "tool_errors": 0,
+                                          "output_tokens": self.tokens}}
+        return obs, 0.0, done, False, info
+
+    def close(self):
+        pass
+
+
+def digits_source(tasks_cfg):
+    """A `tasks.suite = "python:tests.rl.toy_envs:digits_source"` task source."""
+    del tasks_cfg
+    return toy_tasks(8, max_steps=1), DigitsEnv
