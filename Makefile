@@ -25,7 +25,7 @@ test: setup
 	$(VPY) -m pytest -q tests
 
 demo: setup
-	$(VPY) -m experiments.demo
+	$(VPY) -m experiments.rl --config=configs/rl_tiny.py --workdir=runs/rl_tiny
 
 clean-venv:
 	rm -rf $(VENV)

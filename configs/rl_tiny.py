@@ -15,11 +15,11 @@ def get_config(arg=None):
     del arg
     return rl_config(
         actor=dict(num_actors=1, envs_per_actor=8, slots=8, max_len=2048, steps_per_call=8),
-        rollout=dict(max_new_tokens=160, temperature=1.0, context="summarise",
-                     summary_max_tokens=160),
+        rollout=dict(max_new_tokens=96, temperature=1.0, context="summarise",
+                     summary_max_tokens=96, max_turns=6),
         tasks=dict(suite="mini:train:400"),
-        learner=dict(steps=16, groups_per_step=4, group_size=4, microbatch_rows=2,
+        learner=dict(steps=10, groups_per_step=4, group_size=4, microbatch_rows=2,
                      routing_replay=True),
         staleness=dict(eta=2, max_running_groups=6),
-        eval=dict(suite="mini:test", tasks=24, k=8, temperature=1.0, workers=8),
+        eval=dict(suite="mini:test", tasks=8, k=8, temperature=1.0, workers=8),
         checkpoint=dict(every=4, keep=2))

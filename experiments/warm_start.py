@@ -51,6 +51,14 @@ def _key(ws) -> str:
     return hashlib.sha256(json.dumps(ws.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
+def _sized(config, steps: int):
+    """A stage config shortened to `steps`: one eval and one checkpoint, at the end."""
+    with config.unlocked():
+        config.train.steps = config.train.eval_every = config.train.checkpoint_every = steps
+        config.optimizer.warmup_steps = min(config.optimizer.warmup_steps, steps // 4)
+    return config
+
+
 def _stage(config, workdir: Path) -> None:
     with config.unlocked():
         config.train.progress_bar = True
@@ -86,23 +94,9 @@ def warm_start(ws) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "settings.json").write_text(json.dumps(ws.to_dict(), indent=1))
 
-    pretrain = pretrain_tiny.get_config()
-    with pretrain.unlocked():
-        pretrain.train.steps = ws.pretrain_steps
-        pretrain.train.eval_every = ws.pretrain_steps
-        pretrain.train.checkpoint_every = ws.pretrain_steps
-        pretrain.optimizer.warmup_steps = min(pretrain.optimizer.warmup_steps,
-                                              ws.pretrain_steps // 4)
-    _stage(pretrain, root / "pretrain")
-
-    longctx = longctx_tiny.get_config(str(root / "pretrain"))
-    with longctx.unlocked():
-        longctx.train.steps = ws.longctx_steps
-        longctx.train.eval_every = ws.longctx_steps
-        longctx.train.checkpoint_every = ws.longctx_steps
-        longctx.optimizer.warmup_steps = min(longctx.optimizer.warmup_steps,
-                                             ws.longctx_steps // 4)
-    _stage(longctx, root / "longctx")
+    _stage(_sized(pretrain_tiny.get_config(), ws.pretrain_steps), root / "pretrain")
+    _stage(_sized(longctx_tiny.get_config(str(root / "pretrain")), ws.longctx_steps),
+           root / "longctx")
 
     data = root / SFT_FILE
     if not data.exists():
@@ -114,11 +108,7 @@ def warm_start(ws) -> Path:
         sft.data.source = str(data)
         sft.data.seq_len = ws.sft_seq_len
         sft.data.batch_size = ws.sft_batch_size
-        sft.train.steps = ws.sft_steps
-        sft.train.eval_every = ws.sft_steps
-        sft.train.checkpoint_every = ws.sft_steps
         sft.optimizer.learning_rate = ws.sft_learning_rate
-        sft.optimizer.warmup_steps = min(sft.optimizer.warmup_steps, ws.sft_steps // 4)
-    _stage(sft, sft_dir)
+    _stage(_sized(sft, ws.sft_steps), sft_dir)
     (root / DONE).write_text("ok\n")
     return sft_dir

@@ -8,6 +8,7 @@
     config.rollout      per-episode behaviour: tokens per turn, temperature, context strategy
     config.learner      steps, group size and count per step, microbatching, routing replay
     config.staleness    eta (0 = synchronous) and the in-flight cap
+    config.mesh         c2jax.sharding.mesh_config()    the learner's mesh over learner.devices
     config.loss         c2jax.rl.losses.loss_config()   decoupled PPO / GSPO / CISPO, TIS, ...
     config.rewards      c2jax.rl.rewards.reward_config()  shaped reward terms
     config.optimizer    c2jax.train.config.optimizer_config()
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import ml_collections
 
+from c2jax import sharding
 from c2jax.rl.losses import loss_config, validate_loss_config
 from c2jax.rl.rewards import LENGTH_FUNCTIONS, reward_config
 from c2jax.rl.rollout import CONTEXT_STRATEGIES
@@ -77,6 +79,7 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         context_budget=0,           # tokens; 0 = actor.max_len
         summary_max_tokens=192,
         max_summaries=4,
+        max_turns=0,                # tool turns before the actor finishes; 0 = the task's limit
     )
     c.learner = _section(
         steps=20,                   # learner steps (each consumes groups_per_step groups)
@@ -92,6 +95,7 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         eta=2,                      # max learner versions a group may lag; 0 = synchronous
         max_running_groups=8,       # groups in flight at most (all actors)
     )
+    c.mesh = sharding.mesh_config()  # the learner's mesh (sizes multiply to learner.devices)
     c.loss = loss_config()
     c.rewards = reward_config()
     c.optimizer = optimizer_config(learning_rate=1e-4, warmup_steps=2, weight_decay=0.0,
@@ -144,6 +148,8 @@ def validate(c) -> None:
     if c.learner.group_size < 2:
         _fail("learner.group_size", c.learner.group_size,
               "group-relative advantages need at least 2 attempts per task")
+    if c.rollout.max_turns < 0:
+        _fail("rollout.max_turns", c.rollout.max_turns, "must be >= 0 (0 = the task's limit)")
     if c.staleness.eta < 0:
         _fail("staleness.eta", c.staleness.eta, "must be >= 0 (0 = synchronous)")
     if c.rollout.context not in CONTEXT_STRATEGIES:

@@ -38,6 +38,7 @@ from c2jax.model.config import num_moe_layers
 from c2jax.rl import rewards as rewards_lib
 from c2jax.rl.actor import ActorSpec
 from c2jax.rl.config import validate
+from c2jax.train.config import ConfigError
 from c2jax.rl.learner import Learner, make_batch
 from c2jax.rl.ledger import Group, Ledger
 from c2jax.rl.losses import group_advantages
@@ -68,7 +69,7 @@ def rollout_settings(config) -> RolloutSettings:
                            temperature=r.temperature, top_p=r.top_p, context=r.context,
                            context_budget=r.context_budget,
                            summary_max_tokens=r.summary_max_tokens,
-                           max_summaries=r.max_summaries)
+                           max_summaries=r.max_summaries, max_turns=r.max_turns)
 
 
 def _max_steps(task) -> int:
@@ -160,8 +161,13 @@ def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable
     if not tasks:
         raise ValueError("no tasks to train on")
     devices = jax.devices()[:config.learner.devices or None]
-    mesh_cfg = sharding.mesh_config(fsdp=-1)
-    mesh = sharding.make_mesh(mesh_cfg, devices)
+    mesh_cfg = config.mesh
+    try:
+        mesh = sharding.make_mesh(mesh_cfg, devices)
+        sharding.validate_layout(model_cfg, sharding.mesh_shape(mesh_cfg, len(devices)))
+    except ValueError as e:
+        raise ConfigError(f"[mesh] {e} (the learner has {len(devices)} devices: "
+                          "learner.devices)") from None
     tx = optimizer.make_optimizer(
         config.optimizer, config.learner.steps * config.learner.updates_per_batch,
         optimizer.weight_decay_mask(abstract_variables(model_cfg)["params"]))

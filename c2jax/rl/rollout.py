@@ -19,7 +19,8 @@ tool call, and a malformed one comes back as an error observation.
 - `truncate` (the ablation): the oldest turns are dropped until the next turn fits.
 - `stop`: the episode ends with `finish`.
 
-When even that cannot make room, the actor sends `finish` so the environment grades the work.
+When even that cannot make room, or after `max_turns` tool turns, the actor sends `finish` so
+the environment grades the work.
 
 **Routing per position** (for replay in the learner): every call re-prefills the context, so a
 position is seen by several calls. A position that produced a sampled token keeps the experts
@@ -41,8 +42,10 @@ from c2jax.model.config import num_moe_layers
 from c2jax.rl.trajectory import Episode, Segment
 
 CONTEXT_STRATEGIES = ("summarise", "truncate", "stop")
-#: The finish an actor sends when no turn fits any more (the environment then grades).
-FORCED_FINISH = {"tool": "finish", "args": {"summary": "stopped: reached the context limit"}}
+#: The finish an actor sends when no turn fits any more or its turns are spent (the
+#: environment then grades the work).
+FORCED_FINISH = {"tool": "finish",
+                 "args": {"summary": "stopped: the turn or context limit was reached"}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +59,8 @@ class RolloutSettings:
     context_budget: int = 0         # act when a turn would pass this many tokens; 0 = max_len
     summary_max_tokens: int = 256   # tokens a summary may take
     max_summaries: int = 4          # then the episode stops instead
+    max_turns: int = 0              # sampled tool turns before the actor sends `finish`;
+                                    # 0 = only the task's own step limit
 
     def __post_init__(self):
         if self.context not in CONTEXT_STRATEGIES:
@@ -259,7 +264,9 @@ class _Episode:
         """Plays the episode from its current state to the end; returns the final info.
         `on_boundary(snapshot)` is called after every turn (for rollout checkpoints)."""
         while True:
-            if self.make_room():
+            over = self.settings.max_turns and self.turns - self.summaries >= \
+                self.settings.max_turns
+            if not over and self.make_room():
                 self.ctx.turn_starts.append(len(self.ctx))
                 self.ctx.harness(self.assistant)
                 generation = self.generate(min(self.settings.max_new_tokens, self.room()))

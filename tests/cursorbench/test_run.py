@@ -1,7 +1,9 @@
 from cursorbench import run
 
 
-def test_run_says_model_agents_are_not_there_yet(tmp_path, capsys):
-    code = run.main(["--suite=mini:test:1", "--agent=model:ckpt", f"--out={tmp_path}"])
+def test_run_names_a_missing_model_checkpoint(tmp_path, capsys):
+    missing = tmp_path / "no_such_ckpt"
+    code = run.main(["--suite=mini:test:1", f"--agent=model:{missing}", f"--out={tmp_path / 'out'}"])
     assert code == 2
-    assert "not available yet" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert str(missing) in err and "neither a training workdir" in err

@@ -4,7 +4,7 @@ loss mask covers exactly what was sampled, and the records match the sampler's
 import numpy as np
 import pytest
 
-from c2jax.rl.rollout import RolloutSettings, run_episode
+from c2jax.rl.rollout import FORCED_FINISH, RolloutSettings, run_episode
 from tests.rl.toy_envs import DigitsEnv, toy_tasks
 
 
@@ -92,6 +92,12 @@ def test_a_snapshot_resumes_by_replaying_the_environment(server, template):
     broken = run_episode(DigitsEnv(), server, template, task, seed=9, group_id=0, sample=0,
                          settings=settings, resume=bad)
     assert broken.infra_failure and "diverged" in broken.error
+
+
+def test_max_turns_ends_the_episode_with_finish(server, template):
+    ep = episode(server, template, max_steps=6, max_turns=2)
+    assert ep.turns == 2 and len(ep.actions) == 3
+    assert ep.actions[-1] == FORCED_FINISH
 
 
 def test_an_environment_error_is_an_infra_failure_not_a_crash(server, template):

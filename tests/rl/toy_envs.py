@@ -24,8 +24,8 @@ def toy_tasks(count: int, max_steps: int = 1) -> list[ToyTask]:
 
 class DigitsEnv:
     """Each turn's text is scored by its share of digit characters; the episode lasts
-    `task.limits.max_steps` turns and its pass fraction is the mean share (resolved when above
-    one half). Tool answers are "ok <step>"."""
+    `task.limits.max_steps` turns, or ends at a `finish` call, and its pass fraction is the
+    mean share (resolved when above one half). Tool answers are "ok <step>"."""
 
     system_prompt = "You are a test policy."
 
@@ -40,7 +40,8 @@ class DigitsEnv:
         text = action.get("text", "") if isinstance(action, dict) else str(action)
         self.tokens += int(action.get("output_tokens", 0)) if isinstance(action, dict) else 0
         self.shares.append(sum(c.isdigit() for c in text) / max(len(text), 1))
-        done = len(self.shares) >= self.task.limits.max_steps
+        finished = isinstance(action, dict) and action.get("tool") == "finish"
+        done = finished or len(self.shares) >= self.task.limits.max_steps
         obs = {"role": "tool", "tool": "", "content": f"ok {len(self.shares)}", "is_error": 0}
         info = {}
         if done:

@@ -1,0 +1,41 @@
+"""RL configs: the shipped ones validate, mistakes are named (c2jax/rl/config.py)."""
+import pytest
+
+from c2jax import sharding
+from c2jax.rl.config import rl_config, validate
+from c2jax.train.config import ConfigError
+from configs import rl_k2, rl_tiny
+from configs.models import kimi_k2_1t
+
+
+def test_shipped_configs_validate_and_k2_fits_its_mesh():
+    validate(rl_tiny.get_config())
+    k2 = rl_k2.get_config()
+    validate(k2)
+    sizes = sharding.mesh_shape(k2.mesh, k2.learner.devices)
+    sharding.validate_layout(kimi_k2_1t(), sizes)
+    assert sizes["expert"] == 64 and k2.runtime.backend == "ray"
+    assert k2.rollout.context_budget < k2.actor.max_len
+
+
+@pytest.mark.parametrize("section,field,value,message", [
+    ("learner", "group_size", 1, "at least 2 attempts"),
+    ("staleness", "eta", -1, "synchronous"),
+    ("rollout", "context", "forget", "summarise"),
+    ("rollout", "context_budget", 99999, "actor.max_len"),
+    ("actor", "dtype", "int8", "float32"),
+    ("runtime", "backend", "mpi", "inprocess"),
+    ("loss", "kind", "dpo", "ppo"),
+])
+def test_bad_values_name_the_field(section, field, value, message):
+    config = rl_config()
+    config[section][field] = value
+    with pytest.raises(ConfigError, match=message):
+        validate(config)
+
+
+def test_a_typo_is_an_error():
+    with pytest.raises(AttributeError):
+        rl_config().learner.stpes = 3
+    with pytest.raises(KeyError):
+        rl_config(learner=dict(stpes=3))
