@@ -17,7 +17,6 @@ and WORKDIR/tensorboard/. A config or input that cannot work exits with a one-li
 """
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -26,30 +25,13 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from experiments.cli import QuietOrbax, parse_flags
+from experiments.task_source import task_source
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "RL config file, e.g. "
                                           "configs/rl_tiny.py")
 _WORKDIR = flags.DEFINE_string("workdir", None, "directory for checkpoints, metrics, evals; "
                                "an existing one is resumed")
 flags.mark_flags_as_required(["config", "workdir"])
-
-
-def task_source(tasks_cfg):
-    """(tasks, make_env) of the config's `tasks.suite`: a cursorbench suite in the sandboxed
-    CodingEnv, or `python:module:function`, which is called with the tasks section."""
-    spec = tasks_cfg.suite
-    if spec.startswith("python:"):
-        module, _, name = spec[len("python:"):].partition(":")
-        try:
-            factory = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError, ValueError) as e:
-            raise ValueError(f"tasks.suite={spec!r}: cannot load {module}:{name} ({e})") from None
-        return factory(tasks_cfg)
-    from cursorbench import suites
-    from environments import CodingEnv
-    suite = suites.resolve(spec)
-    sandbox = tasks_cfg.sandbox
-    return suite.tasks, lambda: CodingEnv(sandbox=sandbox)
 
 
 def evaluate(label: str, cfg, variables, tokenizer, config, out_dir: Path) -> dict | None:

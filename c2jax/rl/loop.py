@@ -124,6 +124,7 @@ def _step_metrics(groups: Sequence[Group], version: int, eta: int) -> dict[str, 
                   for e in episodes]
         metrics[f"reward/{name}" if name != "reward" else "reward/mean"] = float(np.mean(values))
     metrics["pass_rate"] = float(np.mean([e.components.get("resolved", 0.0) for e in episodes]))
+    metrics["episodes/trained"] = float(len(episodes))
     metrics["episode/turns"] = float(np.mean([e.turns for e in episodes]))
     metrics["episode/sampled_tokens"] = float(np.mean([e.sampled_tokens for e in episodes]))
     metrics["episode/segments"] = float(np.mean([len(e.segments) for e in episodes]))
@@ -139,7 +140,7 @@ def _step_metrics(groups: Sequence[Group], version: int, eta: int) -> dict[str, 
         metrics["staleness/max"] = float(np.max(lags))
         counts = collections.Counter(np.minimum(lags, eta + 2).tolist())
         for lag in range(eta + 3):
-            label = f"{lag}+" if lag == eta + 2 else str(lag)
+            label = f"ge{lag}" if lag == eta + 2 else str(lag)
             metrics[f"staleness/tokens_lag_{label}"] = counts.get(lag, 0) / len(lags)
         metrics["staleness/admitted_lag_max"] = float(max(version - g.admitted_version
                                                           for g in groups))

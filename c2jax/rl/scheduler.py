@@ -93,6 +93,8 @@ class Scheduler:
             episode = future.result()
         except CancelledError:        # the actor shut down before the episode started
             return
+        if episode.infra_failure and self._stop.is_set():
+            return                    # interrupted by the shutdown: its snapshot is what counts
         if episode.infra_failure:
             self.infra_failures += 1
             if episode.error:

@@ -21,10 +21,10 @@ _STACK_AXIS = "layers"
 
 def learning_rate_schedule(opt_cfg, total_steps: int) -> optax.Schedule:
     """lr(t): 0 -> peak linearly over `warmup_steps`, then cosine to `peak * min_lr_ratio` at
-    `total_steps` (and constant after)."""
+    `total_steps` (and constant after). A run shorter than its warmup stops on the ramp."""
     return optax.warmup_cosine_decay_schedule(
         init_value=0.0, peak_value=opt_cfg.learning_rate, warmup_steps=opt_cfg.warmup_steps,
-        decay_steps=total_steps, end_value=opt_cfg.learning_rate * opt_cfg.min_lr_ratio)
+        decay_steps=max(total_steps, opt_cfg.warmup_steps + 1), end_value=opt_cfg.learning_rate * opt_cfg.min_lr_ratio)
 
 
 def weight_decay_mask(boxed_params):

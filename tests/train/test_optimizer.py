@@ -37,6 +37,11 @@ def test_schedule_values():
     assert float(schedule(TOTAL)) == pytest.approx(PEAK * MIN_RATIO)
 
 
+def test_a_run_shorter_than_its_warmup_stays_on_the_ramp():
+    schedule = learning_rate_schedule(optimizer_config(learning_rate=PEAK, warmup_steps=4), 2)
+    assert [float(schedule(t)) for t in range(3)] == pytest.approx([0.0, PEAK / 4, PEAK / 2])
+
+
 def _params_and_mask():
     boxed = abstract_variables(model_config(num_mtp_layers=1))["params"]
     params = jax.tree.map(lambda s: np.ones(s.shape, s.dtype), nn.unbox(boxed))

@@ -1,0 +1,137 @@
+"""RL runtime benchmarks, measured side by side in one run on the same config and policy.
+
+    python -m experiments.bench_rl [--init_from=DIR] [--steps=6] [--parts=throughput,kl]
+
+Every run is `c2jax.rl.loop.train_rl` on the demo's config (`configs/rl_tiny.py`: the tiny
+warm start, sandboxed mini:train episodes) in a fresh temporary workdir, without evaluation.
+
+throughput   synchronous (eta = 0: generate, then train) against asynchronous (eta =
+             `--eta`) RL. Trajectories/s counts the episodes the learner consumed between
+             the end of step `--warmup_steps` (compilation, first sandboxes) and the end of
+             step `--steps`; the learner idle fraction is the share of those steps' wall time
+             the learner waited for a batch.
+kl           the learner/actor mismatch KL (k3 estimator of KL(pi_learner || pi_actor) over
+             trained tokens) with a bfloat16 actor and a float32 learner, with routing replay
+             and without it. Synchronous, so every token is on-policy by version and the KL is
+             numerics plus expert-selection flips only; a float32 actor is the floor.
+
+The policy (`--init_from`, default the cached tiny warm start of experiments/rl.py) and the
+task order are the same for every run.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from absl import app, flags, logging
+
+from configs import rl_tiny
+from experiments.cli import QuietOrbax, parse_flags
+from experiments.task_source import task_source
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("init_from", "", "policy to start from; '' = the tiny warm start")
+flags.DEFINE_list("parts", ["throughput", "kl"], "which measurements to run")
+flags.DEFINE_integer("steps", 6, "learner steps per throughput run")
+flags.DEFINE_integer("warmup_steps", 1, "steps excluded from the throughput window")
+flags.DEFINE_integer("eta", 2, "staleness bound of the asynchronous run")
+flags.DEFINE_integer("kl_steps", 2, "learner steps per mismatch-KL run")
+flags.DEFINE_string("suite", "mini:train:400", "tasks the actors run")
+
+
+def bench_config(**sections):
+    """The demo config with `sections` merged in, no evaluation and one checkpoint at the end."""
+    config = rl_tiny.get_config()
+    with config.unlocked():
+        config.init_from = FLAGS.init_from
+        config.progress_bar = False
+        config.tasks.suite = FLAGS.suite
+        config.eval.suite = ""
+        config.checkpoint.every = 10 ** 6
+        for name, fields in sections.items():
+            config[name].update(fields)
+    return config
+
+
+def run(config) -> tuple[list[dict], list[float]]:
+    """(per-step records, wall-clock time at the end of each step) of one fresh RL run."""
+    from c2jax.rl.loop import train_rl
+    tasks, make_env = task_source(config.tasks)
+    ends: list[float] = []
+    with tempfile.TemporaryDirectory() as workdir:
+        result = train_rl(config, Path(workdir) / "rl", tasks=tasks, make_env=make_env,
+                          on_step=lambda step, record: ends.append(time.monotonic()))
+    return result.history, ends
+
+
+def throughput_row(label: str, eta: int) -> dict:
+    steps, warm = FLAGS.steps, FLAGS.warmup_steps
+    history, ends = run(bench_config(learner=dict(steps=steps), staleness=dict(eta=eta)))
+    window = history[warm:]
+    episodes = int(sum(r["episodes/trained"] for r in window))
+    seconds = ends[-1] - ends[warm - 1]
+    return {"label": label, "eta": eta, "episodes": episodes, "seconds": seconds,
+            "trajectories_per_s": episodes / seconds,
+            "idle": float(np.mean([r["learner/idle_fraction"] for r in window])),
+            "actor_tok_s": float(np.mean([r["actor/tokens_per_sec"] for r in window])),
+            "staleness": float(np.mean([r.get("staleness/mean", 0.0) for r in window])),
+            "step_s": float(np.mean([r["learner/step_seconds"] for r in window]))}
+
+
+def throughput_table() -> None:
+    rows = [throughput_row("synchronous", 0), throughput_row("asynchronous", FLAGS.eta)]
+    base = rows[0]["trajectories_per_s"]
+    print(f"\n## Async vs sync RL: configs/rl_tiny.py, steps {FLAGS.warmup_steps + 1}.."
+          f"{FLAGS.steps} timed\n")
+    print("| mode | eta | episodes | seconds | trajectories/s | vs sync | learner idle | "
+          "actor tokens/s | s per step | mean staleness |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['label']} | {r['eta']} | {r['episodes']} | {r['seconds']:.1f} | "
+              f"{r['trajectories_per_s']:.3f} | {r['trajectories_per_s'] / base:.2f}x | "
+              f"{r['idle']:.1%} | {r['actor_tok_s']:.0f} | {r['step_s']:.1f} | "
+              f"{r['staleness']:.2f} |")
+    share = 1.0 - rows[0]["idle"]
+    print(f"\nThe synchronous learner computes {share:.1%} of the time; hiding all of it behind "
+          f"generation bounds the async speed-up at {1.0 / (1.0 - share):.2f}x on this config.")
+
+
+def kl_table() -> None:
+    rows = []
+    for label, dtype, replay in (("float32 actor (floor)", "float32", True),
+                                 ("bfloat16 actor, routing replay", "bfloat16", True),
+                                 ("bfloat16 actor, no replay", "bfloat16", False)):
+        history, _ = run(bench_config(learner=dict(steps=FLAGS.kl_steps, routing_replay=replay),
+                                      staleness=dict(eta=0), actor=dict(dtype=dtype)))
+        rows.append((label, [r["learner/mismatch_kl"] for r in history],
+                     [r["learner/is_weight_max"] for r in history]))
+    without = np.mean(rows[2][1])
+    print(f"\n## Mismatch KL, bf16 actor vs fp32 learner: configs/rl_tiny.py, synchronous, "
+          f"{FLAGS.kl_steps} steps each\n")
+    print("| actor | mismatch KL per step | mean | vs no replay | max IS weight |")
+    print("|---|---|---:|---:|---:|")
+    for label, kls, is_max in rows:
+        print(f"| {label} | {', '.join(f'{k:.2e}' for k in kls)} | {np.mean(kls):.2e} | "
+              f"{np.mean(kls) / without:.3f} | {max(is_max):.2f} |")
+
+
+def main(argv):
+    del argv
+    logging.get_absl_handler().addFilter(QuietOrbax())
+    if not FLAGS.init_from:
+        from experiments.warm_start import warm_start
+        FLAGS.init_from = str(warm_start(rl_tiny.get_config().warm_start))
+    if FLAGS.warmup_steps < 1 or FLAGS.steps <= FLAGS.warmup_steps:
+        raise app.UsageError("need 1 <= --warmup_steps < --steps")
+    parts = {"throughput": throughput_table, "kl": kl_table}
+    unknown = set(FLAGS.parts) - set(parts)
+    if unknown:
+        raise app.UsageError(f"unknown --parts {sorted(unknown)}; choose from {sorted(parts)}")
+    for name in FLAGS.parts:
+        parts[name]()
+
+
+if __name__ == "__main__":
+    app.run(main, flags_parser=parse_flags)
