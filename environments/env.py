@@ -26,7 +26,7 @@ from typing import Any
 import gymnasium
 
 from environments import diffs, grading, spaces, tool_format
-from environments.sandbox import SandboxConfig, open_sandbox
+from environments.sandbox import PythonRuntime, SandboxConfig, open_sandbox
 from environments.task import Task, load_tasks
 from environments.tools import (DEFAULT_TOOLS, InfraError, Tool, ToolContext, ToolResult,
                                 call_tool, clip_text, system_prompt)
@@ -100,6 +100,7 @@ class CodingEnv(gymnasium.Env):
         super().reset(seed=seed)
         task = self._pick_task((options or {}).get("task"))
         runner = self._ensure_runner()
+        runner.use_python(PythonRuntime.from_venv(task.python) if task.python else None)
         baseline = self._baseline(task)
         ws_root, grader_dir = self._root / "ws", self._root / "grader"
         for path in (ws_root, grader_dir):

@@ -95,6 +95,27 @@ class PythonRuntime:
                                                      "__editable__*.pth"))))
         return cls(prefixes=prefixes, bin_dir=os.path.join(prefix, "bin"), masked_files=masked)
 
+    @classmethod
+    def from_venv(cls, venv: str | os.PathLike) -> PythonRuntime:
+        """The virtual environment at `venv` (made with `python -m venv`) and the installation
+        it was created from (pyvenv.cfg's `home`). ValueError if it is not one."""
+        prefix = os.path.realpath(venv)
+        cfg_path = os.path.join(prefix, "pyvenv.cfg")
+        if not os.path.isfile(cfg_path) or not os.path.exists(os.path.join(prefix, "bin",
+                                                                           "python")):
+            raise ValueError(f"{venv} is not a virtual environment (no pyvenv.cfg and "
+                             "bin/python)")
+        with open(cfg_path) as f:
+            settings = dict(line.partition("=")[::2] for line in f if "=" in line)
+        home = {k.strip(): v.strip() for k, v in settings.items()}.get("home")
+        if not home:
+            raise ValueError(f"{cfg_path} names no 'home' installation")
+        base = os.path.realpath(os.path.dirname(home.rstrip("/")))
+        masked = tuple(sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages",
+                                                     "__editable__*.pth"))))
+        return cls(prefixes=tuple(dict.fromkeys((prefix, base))),
+                   bin_dir=os.path.join(prefix, "bin"), masked_files=masked)
+
 
 @dataclasses.dataclass(frozen=True)
 class SandboxConfig:
@@ -256,12 +277,20 @@ class Sandbox:
         self._bwrap, self._setpriv = _find_tools(config.bwrap)
         pool = uids.UidPool(config.first_uid, config.uid_count, config.uid_lock_dir)
         self._lease = pool.acquire()
-        self._fixed_args = self._build_fixed_args(empty_file=_empty_file(pool.lock_dir))
+        self._empty_file = _empty_file(pool.lock_dir)
+        self._fixed_args = self._build_fixed_args(empty_file=self._empty_file)
 
     @property
     def uid(self) -> int:
         """The host uid sandboxed processes run as (and that should own the workspace)."""
         return self._lease.uid
+
+    def use_python(self, python: PythonRuntime | None) -> None:
+        """Commands from now on get `python` (None: the config's, else the running one)."""
+        python = python or self.config.python or PythonRuntime.current()
+        if python != self.python:
+            self.python = python
+            self._fixed_args = self._build_fixed_args(empty_file=self._empty_file)
 
     def _build_fixed_args(self, empty_file: str) -> list[str]:
         cfg = self.config
@@ -352,6 +381,9 @@ class HostRunner:
     @property
     def uid(self) -> int:
         return os.getuid()
+
+    def use_python(self, python: PythonRuntime | None) -> None:
+        self.python = python or self.config.python or PythonRuntime.current()
 
     def run(self, command: str, *, workspace: str, timeout_s: float, stdin: bytes | None = None,
             binds: Sequence[tuple[str, str]] = (), ro_binds: Sequence[tuple[str, str]] = (),

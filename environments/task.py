@@ -64,6 +64,8 @@ class Task:
     test_command: run in the workspace at /workspace to grade (None for answer-only tasks).
     visible_test_command: what the `run_tests` tool runs (the visible tests only).
     answer: for understanding tasks, an exact string the finish summary must contain.
+    python: a virtual environment whose interpreter the task's commands get (bound read-only
+      into the sandbox, e.g. a package's own test dependencies); None = the environment's.
     """
     id: str
     prompt: str
@@ -80,6 +82,7 @@ class Task:
     reference_diff: str | None = None
     path: Path | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    python: Path | None = None
 
 
 def load_task(path: str | Path) -> Task:
@@ -131,6 +134,11 @@ def load_task(path: str | Path) -> Task:
     visible = field("visible_test_command", (str,), False, "a shell command")
     hidden_tests = _string_list(spec, "hidden_tests", problems)
     limits = _limits(spec.get("limits", {}), problems)
+    python = field("python", (str,), False, "the path of a virtual environment")
+    if python is not None and not (Path(python).is_absolute()
+                                   and (Path(python) / "pyvenv.cfg").is_file()):
+        problems.append(f"python {python!r} is not the absolute path of a virtual environment "
+                        "(a directory with pyvenv.cfg): build it first")
 
     repo_dir = root / "repo"
     if not repo_dir.is_dir():
@@ -154,7 +162,7 @@ def load_task(path: str | Path) -> Task:
     if problems:
         raise TaskError(str(root), problems)
     known = {"id", "prompt", "category", "difficulty", "setup", "test_command",
-             "visible_test_command", "hidden_tests", "answer", "limits"}
+             "visible_test_command", "hidden_tests", "answer", "limits", "python"}
     return Task(
         id=task_id, prompt=prompt, category=category, difficulty=difficulty,
         repo_dir=repo_dir, hidden_dir=hidden_dir if hidden_dir.is_dir() else None,
@@ -162,7 +170,8 @@ def load_task(path: str | Path) -> Task:
         visible_test_command=visible or _DEFAULT_VISIBLE_TEST_COMMAND,
         hidden_tests=tuple(hidden_tests), answer=answer, limits=limits,
         reference_diff=reference_diff, path=root,
-        extra={k: v for k, v in spec.items() if k not in known})
+        extra={k: v for k, v in spec.items() if k not in known},
+        python=Path(python) if python is not None else None)
 
 
 def load_suite(path: str | Path) -> list[Task]:
