@@ -91,9 +91,8 @@ class PythonRuntime:
         """
         prefix = os.path.realpath(sys.prefix)  # binds and PATH must use the same spelling
         prefixes = tuple(dict.fromkeys((prefix, os.path.realpath(sys.base_prefix))))
-        masked = tuple(sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages",
-                                                     "__editable__*.pth"))))
-        return cls(prefixes=prefixes, bin_dir=os.path.join(prefix, "bin"), masked_files=masked)
+        return cls(prefixes=prefixes, bin_dir=os.path.join(prefix, "bin"),
+                   masked_files=_editable_hooks(prefix))
 
     @classmethod
     def from_venv(cls, venv: str | os.PathLike) -> PythonRuntime:
@@ -111,10 +110,14 @@ class PythonRuntime:
         if not home:
             raise ValueError(f"{cfg_path} names no 'home' installation")
         base = os.path.realpath(os.path.dirname(home.rstrip("/")))
-        masked = tuple(sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages",
-                                                     "__editable__*.pth"))))
         return cls(prefixes=tuple(dict.fromkeys((prefix, base))),
-                   bin_dir=os.path.join(prefix, "bin"), masked_files=masked)
+                   bin_dir=os.path.join(prefix, "bin"), masked_files=_editable_hooks(prefix))
+
+
+def _editable_hooks(prefix: str) -> tuple[str, ...]:
+    """The editable-install `.pth` files of the environment at `prefix` (masked inside)."""
+    return tuple(sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages",
+                                               "__editable__*.pth"))))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,7 +24,8 @@ def learning_rate_schedule(opt_cfg, total_steps: int) -> optax.Schedule:
     `total_steps` (and constant after). A run shorter than its warmup stops on the ramp."""
     return optax.warmup_cosine_decay_schedule(
         init_value=0.0, peak_value=opt_cfg.learning_rate, warmup_steps=opt_cfg.warmup_steps,
-        decay_steps=max(total_steps, opt_cfg.warmup_steps + 1), end_value=opt_cfg.learning_rate * opt_cfg.min_lr_ratio)
+        decay_steps=max(total_steps, opt_cfg.warmup_steps + 1),
+        end_value=opt_cfg.learning_rate * opt_cfg.min_lr_ratio)
 
 
 def weight_decay_mask(boxed_params):
