@@ -5,7 +5,10 @@
         --workdir=runs/longctx_tiny
 
 Override any config field with `--config.<section>.<field>=value`. Rerunning with the same
-`--workdir` resumes from its newest checkpoint. Metrics: WORKDIR/metrics.jsonl and
+`--workdir` resumes from its newest checkpoint. Several processes (one per host): start the
+same command on each with `--config.distributed.coordinator_address=HOST:PORT
+--config.distributed.num_processes=N --config.distributed.process_id=I` (or JAX_* variables,
+or under srun / mpirun nothing; c2jax/distributed.py). Metrics: WORKDIR/metrics.jsonl and
 WORKDIR/tensorboard/. A config or input that cannot work exits with a one-line message.
 """
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from c2jax import distributed
 from c2jax.train.config import ConfigError
 from experiments.cli import QuietOrbax, parse_flags
 from c2jax.train.loop import NonFiniteLossError, train
@@ -37,6 +41,10 @@ def stage_main(stages: tuple[str, ...]):
         if config.stage not in stages:
             sys.exit(f"error: {sys.argv[0]} runs stages {stages}, but the config is a "
                      f"{config.stage!r} stage")
+        try:
+            distributed.initialize(config.distributed)
+        except ValueError as e:   # a half-given multi-process setup
+            sys.exit(f"error: [distributed] {e}")
         try:
             result = train(config, _WORKDIR.value)
         except (ConfigError, NonFiniteLossError) as e:

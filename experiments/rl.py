@@ -14,6 +14,8 @@
 
 Override any field with `--config.<section>.<field>=value`. Metrics: WORKDIR/metrics.jsonl
 and WORKDIR/tensorboard/. A config or input that cannot work exits with a one-line message.
+`config.distributed` (c2jax/distributed.py) is read first; the loop runs in one process, so a
+multi-process setup stops with a message.
 """
 from __future__ import annotations
 
@@ -101,11 +103,12 @@ def plot_curves(history: list[dict], out: Path) -> list[Path]:
 
 def run(config, workdir: Path) -> dict:
     from c2jax.rl.config import validate
-    from c2jax.rl.loop import train_rl
+    from c2jax.rl.loop import require_one_process, train_rl
     from c2jax.train.checkpoint import load_trained_model
     from c2jax.train.metrics import METRICS_FILE, read_records
 
     validate(config)
+    require_one_process()     # before the warm start and the evaluation
     workdir.mkdir(parents=True, exist_ok=True)
     if not config.init_from:
         from experiments.warm_start import warm_start
@@ -136,9 +139,11 @@ def run(config, workdir: Path) -> dict:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from c2jax import distributed
     from c2jax.train.config import ConfigError
     logging.get_absl_handler().addFilter(QuietOrbax())
     try:
+        distributed.initialize(_CONFIG.value.distributed)
         run(_CONFIG.value, Path(_WORKDIR.value).absolute())
     except (ConfigError, ValueError, FileNotFoundError) as e:
         sys.exit(f"error: {e}")

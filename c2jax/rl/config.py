@@ -15,6 +15,8 @@
     config.eval         held-out evaluation before and after RL (mean@1, best-of-k)
     config.runtime      "inprocess" (threads) | "ray"
     config.checkpoint   how often, how many; the run resumes from WORKDIR automatically
+    config.distributed  c2jax.distributed.distributed_config()  the jax processes (empty: the
+                        environment's); the loop itself runs in one (`loop.require_one_process`)
 
 `configs/rl_tiny.py` (the demo) and `configs/rl_k2.py` (the cluster recipe) build one with
 `rl_config(...)`. Every section is locked: a misspelt field is an error naming it.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import ml_collections
 
 from c2jax import sharding
+from c2jax.distributed import distributed_config, validate as validate_distributed
 from c2jax.rl.losses import loss_config, validate_loss_config
 from c2jax.rl.rewards import LENGTH_FUNCTIONS, reward_config
 from c2jax.rl.rollout import CONTEXT_STRATEGIES
@@ -119,6 +122,7 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         every=5,                    # learner steps between checkpoints (and at the end)
         keep=3,
     )
+    c.distributed = distributed_config()  # jax processes; all empty = the environment decides
     c.lock()
     for name, value in sections.items():
         if isinstance(value, dict):
@@ -169,7 +173,9 @@ def validate(c) -> None:
               f"choose one of {LENGTH_FUNCTIONS}")
     if c.learner.devices < 0:
         _fail("learner.devices", c.learner.devices, "must be >= 0 (0 = all)")
-    try:
-        validate_loss_config(c.loss)
-    except ValueError as e:
-        raise ConfigError(f"[loss] {e}") from None
+    for section, check in (("loss", validate_loss_config),
+                           ("distributed", validate_distributed)):
+        try:
+            check(c[section])
+        except ValueError as e:
+            raise ConfigError(f"[{section}] {e}") from None

@@ -23,17 +23,28 @@ U = 1 the proximal policy is the current params (ratio 1, no extra forward).
 every position (`aux["routing"]` of the sampler, per token); the gate weights are recomputed
 from the current router over those experts, so the router still learns (c2jax/model/moe.py).
 Router biases are not moved during RL (the aux-loss-free update is a pretraining mechanism).
+
+**Sharding and several processes** (`Learner(..., mesh=mesh, rules=rules)`): the rows of every
+microbatch are split over the mesh's batch axes (`activation_batch`: data, fsdp, expert) and
+the model traces under the mesh and its rules. With several processes each one passes its own
+batch (`make_batch` of its own episodes): before the update they agree on the number of
+microbatches (empty ones are appended where a process has fewer) and on the normaliser (all
+their episodes together), and process p's rows become its share of every global microbatch.
+The update is then the one a single process computes over all the episodes.
 """
 from __future__ import annotations
 
-import functools
+import contextlib
 from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding, PartitionSpec
 
+from c2jax import distributed, sharding
 from c2jax.model import apply
 from c2jax.model.config import num_moe_layers
 from c2jax.rl.losses import policy_loss
@@ -84,6 +95,54 @@ def make_batch(episodes: Sequence[Episode], advantages: Sequence[float], *, seq_
     return batch
 
 
+#: The dim of each batch array that holds its rows (`normaliser` is a scalar).
+_ROWS_AXIS = {"routing": 2, "advantages": 1, **{name: 1 for name in ROW_FIELDS}}
+
+
+def pad_microbatches(batch: dict[str, np.ndarray], microbatches: int) -> dict[str, np.ndarray]:
+    """`batch` (`make_batch`) with empty microbatches appended up to `microbatches`: padding
+    rows as `make_batch` writes them (no trained token, version -1)."""
+    extra = microbatches - batch["inputs"].shape[0]
+    out = {"normaliser": batch["normaliser"]}
+    for name in _ROWS_AXIS:
+        value = batch[name]
+        pad = np.full((extra, *value.shape[1:]), -1 if name == "versions" else 0, value.dtype)
+        out[name] = np.concatenate([value, pad])
+    return out
+
+
+def agree_across_processes(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """This process's batch, padded to the largest number of microbatches of any process and
+    with the normaliser of every process's episodes together (a collective: every process
+    calls it with its own batch)."""
+    mine = np.asarray([batch["inputs"].shape[0], round(float(batch["normaliser"]))], np.int32)
+    every = np.asarray(multihost_utils.process_allgather(mine))          # [processes, 2]
+    batch = pad_microbatches(batch, int(every[:, 0].max()))
+    batch["normaliser"] = np.float32(every[:, 1].sum())
+    return batch
+
+
+def place_batch(batch: dict[str, np.ndarray], mesh, rules) -> dict[str, jax.Array]:
+    """This process's rows -> global arrays with `processes` times the rows, split over the
+    batch mesh axes (the normaliser replicated). Raises ValueError if the layout does not give
+    every process rows of its own (`distributed.check_split`)."""
+    out = {}
+    for name, value in batch.items():
+        value = np.asarray(value)
+        axis = _ROWS_AXIS.get(name)
+        if axis is None:
+            out[name] = jax.make_array_from_process_local_data(
+                NamedSharding(mesh, PartitionSpec()), value)
+            continue
+        shape = distributed.global_shape(value.shape, axis)
+        names = [None] * len(shape)
+        names[axis] = "activation_batch"
+        where = NamedSharding(mesh, sharding.logical_to_spec(names, rules, mesh, shape))
+        distributed.check_split(where, shape, axis, what=f"learner batch's {name!r}")
+        out[name] = jax.make_array_from_process_local_data(where, value, shape)
+    return out
+
+
 def token_logprobs(variables, micro, cfg, replay: bool):
     """log p(target) and the entropy of the policy at every position, float32 `[rows, seq]`."""
     logits, _ = apply(variables, micro["inputs"], micro["segment_ids"], micro["positions"],
@@ -102,11 +161,13 @@ class Learner:
     """Jitted RL updates of a `TrainState` (see module docstring)."""
 
     def __init__(self, model_cfg, loss_cfg, tx: optax.GradientTransformation, *,
-                 replay: bool, updates_per_batch: int = 1, reference=None):
+                 replay: bool, updates_per_batch: int = 1, reference=None, mesh=None,
+                 rules=None):
         self.cfg, self.loss_cfg, self.tx = model_cfg, loss_cfg, tx
         self.replay = replay and num_moe_layers(model_cfg) > 0
         self.updates_per_batch = updates_per_batch
         self.reference = reference      # frozen variables for the KL term (loss kl_coef > 0)
+        self.mesh, self.rules = mesh, rules   # None: one device, the batch as given
         self._update = jax.jit(self._update_impl, donate_argnums=0)
         self._logprobs = jax.jit(self._logprobs_impl, static_argnames=("replay",))
 
@@ -162,10 +223,26 @@ class Learner:
                                router_bias=state.router_bias, rng=state.rng)
         return new_state, summary
 
+    def _place(self, batch) -> dict[str, jax.Array]:
+        if self.mesh is None:
+            return jax.tree.map(jnp.asarray, batch)
+        if jax.process_count() > 1:
+            batch = agree_across_processes(batch)
+        return place_batch(batch, self.mesh, self.rules)
+
+    def _traced_under_mesh(self):
+        return (sharding.activate(self.mesh, self.rules) if self.mesh is not None
+                else contextlib.nullcontext())
+
     def update(self, state: TrainState, batch) -> tuple[TrainState, dict[str, float]]:
-        """One learner step over `batch` (`make_batch`): `updates_per_batch` optimizer updates.
-        Returns the new state (its `step` advanced by one per update) and float metrics."""
-        batch = jax.tree.map(jnp.asarray, batch)
+        """One learner step over `batch` (`make_batch`; with several processes, this
+        process's): `updates_per_batch` optimizer updates. Returns the new state (its `step`
+        advanced by one per update) and float metrics."""
+        batch = self._place(batch)
+        with self._traced_under_mesh():
+            return self._update_all(state, batch)
+
+    def _update_all(self, state: TrainState, batch) -> tuple[TrainState, dict[str, float]]:
         micro = batch["inputs"].shape[0]
         parts = min(self.updates_per_batch, micro)
         reference = None

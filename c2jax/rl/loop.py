@@ -147,10 +147,25 @@ def _step_metrics(groups: Sequence[Group], version: int, eta: int) -> dict[str, 
     return metrics
 
 
+def require_one_process() -> None:
+    """Raises ConfigError under several jax processes: the loop is one controller (its actors,
+    scheduler and ledger live in one process). The learner step itself runs on several
+    (`Learner` with a mesh, each process passing its own rows); feeding it from per-process
+    actor fleets is not built yet."""
+    if jax.process_count() > 1:
+        raise ConfigError(
+            f"the RL loop runs in one process, and this run has {jax.process_count()} "
+            "(distributed.num_processes or the environment): its actors, scheduler and "
+            "rollout ledger are single-controller. Run it as one process (use "
+            "learner.devices for the learner's share of that host's devices)")
+
+
 def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable[[], Any],
              on_step: Callable[[int, dict], None] | None = None) -> RLResult:
-    """Runs (or resumes) RL in `workdir`; see the module docstring."""
+    """Runs (or resumes) RL in `workdir`; see the module docstring. One process only
+    (`require_one_process`)."""
     validate(config)
+    require_one_process()
     workdir = Path(workdir).absolute()
     workdir.mkdir(parents=True, exist_ok=True)
     if not config.init_from:
@@ -209,7 +224,7 @@ def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable
         cleanup.callback(scheduler.stop)
         learner = Learner(model_cfg, config.loss, tx, replay=config.learner.routing_replay,
                           updates_per_batch=config.learner.updates_per_batch,
-                          reference=reference)
+                          reference=reference, mesh=mesh, rules=mesh_cfg.rules)
         history = _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler,
                        ledger, controller, checkpointer, resume_groups, on_step)
         state, version, records = history

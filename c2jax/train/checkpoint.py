@@ -16,6 +16,12 @@ files are written in the background; orbax writes into a temporary directory and
 when complete, so a run killed mid-save leaves the previous checkpoints intact (the temporary
 directory is cleaned up by the next run).
 
+Several processes: every process calls `save` and `restore_latest` (orbax coordinates them);
+the arrays are written once, each shard by the process holding it, and restore into any mesh
+and any number of processes (resharded). The data positions are per process, so a checkpoint
+written by N processes resumes its data only with N processes; with another count the state
+restores and `Restored.data_state` is None (the loop then starts the data iterators afresh).
+
 Restoring walks the steps newest first. A checkpoint that cannot be read (truncated files, a
 missing item) is logged with a warning, moved to `WORKDIR/checkpoints_corrupt/<step>` (kept for
 inspection, out of the manager's way) and the previous one is tried. A checkpoint written with a
@@ -71,7 +77,8 @@ class _IteratorState:
 class Restored:
     step: int
     state: TrainState
-    data_state: dict          # for BatchIterator.set_state
+    data_state: dict | None   # for BatchIterator.set_state; None when the checkpoint was
+                              # written by a different number of processes
     config: dict              # the stage config the checkpoint was written with (JSON form)
 
 
@@ -174,11 +181,18 @@ class Checkpointer:
                     "model config, or use a new --workdir (with train.init_from to start from "
                     "these weights)")
             iterator_state = _IteratorState()
+            items = {"variables": ocp.args.StandardRestore(_variables(abstract)),
+                     _TRAIN_STATE: ocp.args.StandardRestore(_train_state(abstract))}
+            writers = self._saved_process_count(step)
+            if writers in (None, jax.process_count()):   # None: no data files, a corrupt save
+                items[_DATA] = grain.checkpoint.CheckpointRestore(iterator_state)
+            else:
+                logging.warning("the checkpoint at step %d was written by %s processes and this "
+                                "run has %d: its state restores (resharded), its per-process "
+                                "data positions do not, so the data starts afresh", step,
+                                writers, jax.process_count())
             try:
-                restored = self._manager.restore(step, args=ocp.args.Composite(
-                    variables=ocp.args.StandardRestore(_variables(abstract)),
-                    train_state=ocp.args.StandardRestore(_train_state(abstract)),
-                    data=grain.checkpoint.CheckpointRestore(iterator_state)))
+                restored = self._manager.restore(step, args=ocp.args.Composite(**items))
             except Exception as e:
                 self._quarantine(step, e)
                 continue
@@ -189,6 +203,13 @@ class Checkpointer:
             return Restored(step=step, state=state, data_state=iterator_state.state,
                             config=saved_config)
         return None
+
+    def _saved_process_count(self, step: int) -> int | None:
+        """How many processes wrote the checkpoint at `step` (from its data files' names,
+        `process_<i>-of-<n>.json`); None if it has none."""
+        names = [p.name for p in (self.step_dir(step) / _DATA).glob("process_*-of-*.json")]
+        counts = {int(name.rsplit("-of-", 1)[1].removesuffix(".json")) for name in names}
+        return counts.pop() if len(counts) == 1 else None
 
     def _quarantine(self, step: int, error: Exception) -> None:
         target = self.workdir / CORRUPT_DIR / str(step)

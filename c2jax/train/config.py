@@ -7,6 +7,8 @@
     config.optimizer   optimizer_config()                   AdamW, warmup + cosine, clipping
     config.loss        loss_config()                        MTP and z-loss weights
     config.train       train_config()                       steps, eval, checkpoints, NaN policy
+    config.distributed c2jax.distributed.distributed_config()  the processes of a multi-process
+                                                            run (all empty: the environment's)
 
 Stage files in `configs/` (`pretrain_tiny.py`, `longctx_k2.py`, ...) build one with
 `stage_config(...)`. Every section is locked, so a misspelt field is an error naming it.
@@ -20,6 +22,7 @@ import os
 import ml_collections
 
 from c2jax import sharding
+from c2jax.distributed import distributed_config, validate as validate_distributed
 from c2jax.data.config import data_config, validate as validate_data
 from c2jax.model.config import model_config, rope_limit, validate as validate_model
 
@@ -79,7 +82,7 @@ def train_config(**overrides) -> ml_collections.ConfigDict:
 
 
 def stage_config(*, stage: str, model=None, data=None, mesh=None, optimizer=None, loss=None,
-                 train=None) -> ml_collections.ConfigDict:
+                 train=None, distributed=None) -> ml_collections.ConfigDict:
     """A stage config from its sections (each defaults to its section's defaults); locked."""
     c = ml_collections.ConfigDict()
     c.stage = stage
@@ -89,6 +92,7 @@ def stage_config(*, stage: str, model=None, data=None, mesh=None, optimizer=None
     c.optimizer = optimizer if optimizer is not None else optimizer_config()
     c.loss = loss if loss is not None else loss_config()
     c.train = train if train is not None else train_config()
+    c.distributed = distributed if distributed is not None else distributed_config()
     c.lock()
     return c
 
@@ -103,7 +107,8 @@ def _check_sections(config) -> None:
     if config.stage == "sft" and not str(config.data.source).endswith(".jsonl"):
         _fail("data.source", config.data.source, "SFT trains on conversations: pass a JSONL "
               "file of {\"messages\": [...]} records, --config.data.source=FILE.jsonl")
-    for section, check in (("model", validate_model), ("data", validate_data)):
+    for section, check in (("model", validate_model), ("data", validate_data),
+                           ("distributed", validate_distributed)):
         try:
             check(config[section])
         except ValueError as e:

@@ -14,6 +14,10 @@
 Determinism: a run resumed from the checkpoint at step s computes exactly the losses the
 uninterrupted run computed after step s (same state, same data position, same compiled step),
 which `tests/train/test_entry_points.py` checks by killing a run with SIGKILL.
+
+Several processes (c2jax/distributed.py): every process runs `train` on its own shard of the
+data (`data.batch_size` rows per step each); the mesh must split the batch rows between them
+(checked before compiling), and only process 0 writes metrics.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ import numpy as np
 from absl import logging
 from tqdm import tqdm
 
-from c2jax import flops, sharding
+from c2jax import distributed, flops, sharding
 from c2jax.data.pipeline import make_batch_iterator
 from c2jax.data.tokenizer import load_tokenizer, tokenizer_from_config
 from c2jax.model.transformer import abstract_variables
@@ -152,7 +156,8 @@ def _start_state(config, workdir, tokenizer, steps: Steps, checkpointer, train_d
     abstract, tx, shardings = steps.abstract_state, steps.tx, steps.shardings
     restored = checkpointer.restore_latest(abstract, config.model)
     if restored is not None:
-        train_data.set_state(restored.data_state)
+        if restored.data_state is not None:   # None: saved by another number of processes
+            train_data.set_state(restored.data_state)
         logging.info("resuming %s from the checkpoint at step %d", workdir, restored.step)
         return restored.state, restored.step
     if config.train.init_from:
@@ -221,6 +226,10 @@ def train(config, workdir: str | Path) -> TrainResult:
         # Data errors surface here, before any tracing or compiling.
         train_data = cleanup.enter_context(_open_train_data(config, tokenizer))
         steps = build_steps(config, sharding.make_mesh(config.mesh))
+        try:
+            distributed.check_split(steps.batch_sharding, steps.abstract_batch["tokens"].shape)
+        except ValueError as e:
+            raise ConfigError(f"[mesh] {e}") from None
         checkpointer = checkpoint.Checkpointer(workdir, keep=config.train.keep_checkpoints,
                                                async_save=config.train.async_checkpointing)
         cleanup.callback(checkpointer.close)

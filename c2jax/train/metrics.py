@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Mapping
 
 import jax
-from tensorboardX import SummaryWriter
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -55,6 +54,8 @@ class MetricsWriter:
             f.writelines(json.dumps(r) + "\n" for r in kept)
         os.replace(tmp, self.path)
         self._file = open(self.path, "a")
+        # Imported here: tensorboardX imports torch (~2 s), which only the writing process needs.
+        from tensorboardX import SummaryWriter
         self._tensorboard = SummaryWriter(str(Path(workdir) / TENSORBOARD_DIR),
                                           purge_step=start_step + 1 if start_step else None)
 

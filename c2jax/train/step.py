@@ -26,7 +26,7 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from c2jax import sharding
+from c2jax import distributed, sharding
 from c2jax.data import packing
 from c2jax.model.moe import update_router_bias
 from c2jax.train import losses
@@ -74,8 +74,10 @@ def abstract_batch(global_batch: int, seq_len: int, batch_sharding_: NamedShardi
 
 
 def device_batch(batch: Mapping[str, np.ndarray], batch_sharding_: NamedSharding):
-    """This host's numpy batch (`[local_batch, seq]` per key) -> global sharded jax arrays."""
-    return {name: jax.make_array_from_process_local_data(batch_sharding_, np.asarray(value))
+    """This process's numpy batch (`[local_batch, seq]` per key: its own rows) -> the global
+    sharded jax arrays `[local_batch * processes, seq]` (`distributed.global_shape`)."""
+    return {name: jax.make_array_from_process_local_data(
+                batch_sharding_, np.asarray(value), distributed.global_shape(np.shape(value)))
             for name, value in batch.items()}
 
 

@@ -2,7 +2,8 @@
 
 - A run killed with SIGKILL after a checkpoint and restarted logs exactly the losses of an
   uninterrupted run, step for step.
-- A typo in a config field or an impossible input ends in a one-line message, no traceback.
+- A typo in a config field, an impossible input or a half-given multi-process setup ends in a
+  one-line message, no traceback.
 - The K2 sibling configs build and lower their sharded train step on a fake 8-device mesh,
   with abstract parameters only (a 1T-parameter state is never allocated).
 """
@@ -87,6 +88,15 @@ def test_config_typo_is_one_line(tmp_path, subprocess_env):
     assert "Traceback" not in done.stderr
     assert "the config has no field 'stpes'" in done.stderr
     assert 'Did you mean "steps"' in done.stderr
+
+
+def test_half_given_multi_process_setup_is_one_line(tmp_path, subprocess_env):
+    done = subprocess.run(_command("experiments.pretrain", "configs/pretrain_tiny.py", tmp_path,
+                                   "--config.distributed.process_id=1"),
+                          cwd=REPO, env=subprocess_env, capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "error: [distributed] distributed.process_id = 1 is set")
 
 
 def test_bad_input_is_one_line_and_sft_needs_conversations(tmp_path, corpus_dir,
