@@ -27,7 +27,6 @@ import math
 import os
 import random as random_lib
 import re
-import secrets
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
 
+from c2jax.ray_setup import init_ray
 from c2jax.train.metrics import METRICS_FILE, read_records
 
 BACKENDS = ("local", "ray")
@@ -386,30 +386,8 @@ def _run_local(spec, todo: list[Point], workdir: Path, progress: _Progress) -> N
                                                     seconds), seconds)
 
 
-def _init_ray(ray_spec):
-    """Ray, initialised here unless it already is: a local Ray (loopback only, token
-    authentication, bounded CPUs, as c2jax/rl/runtime.py starts one) or `address`. Returns
-    (ray, whether this call started it)."""
-    if not ray_spec.address:
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
-        os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        if "ray" in sys.modules:     # imported before: it read the settings then
-            from c2jax.rl.runtime import _reload_ray_settings
-            _reload_ray_settings()
-    import ray
-    if ray.is_initialized():
-        return ray, False
-    if ray_spec.address:
-        ray.init(address=ray_spec.address, log_to_driver=False)
-    else:
-        ray.init(num_cpus=ray_spec.num_cpus, include_dashboard=False, log_to_driver=False)
-    return ray, True
-
-
 def _run_ray(spec, todo: list[Point], workdir: Path, progress: _Progress) -> None:
-    ray, started = _init_ray(spec.ray)
+    ray, started = init_ray(spec.ray.address, num_cpus=spec.ray.num_cpus)
     remote = ray.remote(run_command).options(num_cpus=spec.ray.cpus_per_point,
                                              num_gpus=spec.ray.gpus_per_point, max_retries=0)
     pending = {}

@@ -50,8 +50,8 @@ def bytes_per_step(workload, sizes: dict[str, int]) -> dict[str, float]:
     moe_layers = c.num_hidden_layers - c.first_k_dense_replace + c.num_mtp_layers
     recompute = 1 if c.remat_policy == "full" else 0
     t, e, cp, d = (sizes.get(a, 1) for a in ("tensor", "expert", "context", "data"))
-    slots = {"capacity": c.capacity_factor * c.num_experts_per_tok, "dense": 0,
-             "ragged": c.num_experts_per_tok}[c.moe_dispatch]
+    # Dense one-hot dispatch computes every expert where the token is: nothing is sent.
+    slots = 0 if c.moe_dispatch == "dense" else memory.expert_slots_per_token(c)
     latent = c.kv_lora_rank + c.qk_rope_head_dim
     return {
         "fsdp_all_gather": micro * passes * gather * act,

@@ -115,8 +115,7 @@ def leaves_on(model_cfg, rules, sizes) -> list[_Leaf]:
         mesh_spec = sharding.logical_to_spec(names, rules, mesh, leaf.shape)
         shard, gathered = 1, 1
         for dim, name, axes in zip(leaf.shape, names, tuple(mesh_spec) + (None,) * 8):
-            axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
-            split = math.prod(sizes.get(a, 1) for a in axes)
+            split = _split(axes, sizes)
             shard *= dim // split
             gathered *= dim if name in FSDP_DIMS else dim // split
         leaves.append(_Leaf(jax.tree_util.keystr(path), tuple(leaf.shape),
@@ -124,11 +123,26 @@ def leaves_on(model_cfg, rules, sizes) -> list[_Leaf]:
     return leaves
 
 
+def _split(axes, sizes: dict[str, int]) -> int:
+    """Ways one dim is split by its PartitionSpec entry (None, an axis name or a tuple)."""
+    axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
+    return math.prod(sizes.get(a, 1) for a in axes)
+
+
+def expert_slots_per_token(model_cfg) -> float:
+    """Expert inputs one token occupies: `capacity_factor * k` (capacity dispatch), every
+    expert (dense one-hot), `k` (ragged)."""
+    c = model_cfg
+    return {"capacity": c.capacity_factor * c.num_experts_per_tok,
+            "dense": c.n_routed_experts,
+            "ragged": c.num_experts_per_tok}[c.moe_dispatch]
+
+
 def _is_stacked(leaf: _Leaf) -> bool:
     return "layers" in leaf.path.split("'")[1]  # dense_layers / moe_layers (nn.scan stacks)
 
 
-def _largest_layer_gathered(leaves, model_cfg) -> float:
+def _largest_layer_gathered(leaves) -> float:
     """Elements of the biggest single layer once gathered (a stack's leaves / its depth)."""
     per_stack: dict[str, float] = {}
     for leaf in leaves:
@@ -170,9 +184,7 @@ def layer_bytes_per_token(model_cfg, seq_len: int, tensor: int, context: int,
     attention += 4 * 2 * h * (1 if fused_attention else keys)
     if not moe:
         return attention + act * (3 * c.intermediate_size / tensor + c.hidden_size)
-    slots = {"capacity": c.capacity_factor * c.num_experts_per_tok,
-             "dense": c.n_routed_experts,
-             "ragged": c.num_experts_per_tok}[c.moe_dispatch]
+    slots = expert_slots_per_token(c)
     m = c.moe_intermediate_size / tensor
     routed = slots * act * (2 * c.hidden_size + 3 * m)
     shared = act * 3 * c.n_shared_experts * m
@@ -187,8 +199,7 @@ def local_tokens(rows: int, seq_len: int, sizes: dict[str, int], rules) -> tuple
                                     (rows, seq_len))
     out = []
     for dim, axes in zip((rows, seq_len), tuple(spec) + (None, None)):
-        axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
-        out.append(dim // math.prod(sizes.get(a, 1) for a in axes))
+        out.append(dim // _split(axes, sizes))
     return out[0], out[1]
 
 
@@ -203,7 +214,7 @@ def per_device_memory(workload, sizes: dict[str, int]) -> MemoryEstimate:
     param_item = jnp.dtype(c.param_dtype).itemsize
     act = jnp.dtype(c.dtype).itemsize
     gradients = params * (2 if workload.accumulates_gradients else 1)
-    weights_working = (_largest_layer_gathered(leaves, c) * (WEIGHT_COPIES * act + param_item)
+    weights_working = (_largest_layer_gathered(leaves) * (WEIGHT_COPIES * act + param_item)
                        + _table_gathered(leaves) * param_item)
 
     rows, positions = local_tokens(workload.rows, workload.seq_len, sizes, rules)

@@ -117,6 +117,7 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         ray_num_cpus=2,             # CPUs a local Ray may use
         ray_cpus_per_actor=1,       # CPUs each Ray actor reserves
         ray_object_store_mb=512,    # object store of a local Ray (params travel through it)
+        ray_max_restarts=3,         # times Ray restarts a dead actor (its episodes rerun)
     )
     c.checkpoint = _section(
         every=5,                    # learner steps between checkpoints (and at the end)
@@ -168,6 +169,8 @@ def validate(c) -> None:
         _fail("actor.dtype", c.actor.dtype, f"choose one of {ACTOR_DTYPES}")
     if c.runtime.backend not in RUNTIMES:
         _fail("runtime.backend", c.runtime.backend, f"choose one of {RUNTIMES}")
+    if c.runtime.ray_max_restarts < 0:
+        _fail("runtime.ray_max_restarts", c.runtime.ray_max_restarts, "must be >= 0")
     if c.rewards.length_function not in LENGTH_FUNCTIONS:
         _fail("rewards.length_function", c.rewards.length_function,
               f"choose one of {LENGTH_FUNCTIONS}")

@@ -288,6 +288,7 @@ def _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler, 
                 "queue/running_groups": float(ledger.running_groups),
                 "groups/dropped_total": float(ledger.dropped_groups),
                 "episodes/infra_failures_total": float(scheduler.infra_failures),
+                "episodes/rescheduled_total": float(fleet.restarts),
                 "groups/consumed_total": float(ledger.consumed),
             })
             record = {"step": version, **metrics,
@@ -334,10 +335,19 @@ def _truncate_groups(workdir: Path, version: int) -> None:
 
 
 def _append_groups(workdir: Path, version: int, groups: Sequence[Group]) -> None:
-    """One line per consumed group (id, task, rewards): the audit trail that no trajectory is
+    """One line per consumed group (id, task, the version it was admitted at, the version each
+    episode started sampling with, rewards): the audit trail that no trajectory is
     lost or trained twice across restarts."""
     with open(workdir / GROUPS_FILE, "a") as f:
         for g in groups:
             f.write(json.dumps({"step": version, "group_id": g.group_id,
                                 "task_index": g.task_index,
+                                "admitted_version": g.admitted_version,
+                                "first_token_versions": [_first_version(e) for e in g.episodes],
                                 "rewards": [e.reward for e in g.episodes]}) + "\n")
+
+
+def _first_version(episode) -> int | None:
+    """The policy version of an episode's first sampled token (None: it sampled none)."""
+    versions = episode.versions()
+    return int(versions[0]) if len(versions) else None

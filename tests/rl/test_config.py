@@ -25,6 +25,7 @@ def test_shipped_configs_validate_and_k2_fits_its_mesh():
     ("rollout", "context_budget", 99999, "actor.max_len"),
     ("actor", "dtype", "int8", "float32"),
     ("runtime", "backend", "mpi", "inprocess"),
+    ("runtime", "ray_max_restarts", -1, ">= 0"),
     ("loss", "kind", "dpo", "ppo"),
 ])
 def test_bad_values_name_the_field(section, field, value, message):

@@ -1,0 +1,94 @@
+"""The Ray fleet on an existing cluster (started with `ray start --head`, token auth, loopback),
+and an actor killed mid-run: Ray restarts it, its in-flight episodes run again with the newest
+params, and every group trains with all its episodes, once."""
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from c2jax.rl.loop import GROUPS_FILE, train_rl
+from tests.rl.test_ray import ray_processes
+from tests.rl.toy_config import get_config
+from tests.rl.toy_envs import DigitsEnv, toy_tasks
+
+ray = pytest.importorskip("ray")
+RAY = str(Path(sys.executable).parent / "ray")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    """A 2-CPU Ray head on 127.0.0.1 with a fresh auth token; its address."""
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    port = _free_port()
+    started = subprocess.run(
+        [RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+         "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+        capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stderr[-2000:]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=180)
+
+
+def _actor_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "ray::_BoardActor"], capture_output=True, text=True).stdout
+    return {int(pid) for pid in out.split()}
+
+
+def test_killed_actor_is_restarted_and_its_episodes_rescheduled(tmp_path, policy_dir, cluster):
+    config = get_config()
+    with config.unlocked():
+        config.init_from = str(policy_dir)
+        config.runtime.backend = "ray"
+        config.runtime.ray_address = cluster
+        config.actor.num_actors = 2
+        config.actor.envs_per_actor = 4
+        config.learner.steps = 4
+    seen = {}
+
+    def kill_one_actor(step, record):
+        if step == 1:
+            pids = _actor_pids()
+            seen["before"] = pids
+            os.kill(min(pids), signal.SIGKILL)        # a crash, not a clean exit
+            seen["killed"] = min(pids)
+        if step == config.learner.steps:
+            seen["after"] = _actor_pids()
+
+    result = train_rl(config, tmp_path / "rl", tasks=toy_tasks(8), make_env=DigitsEnv,
+                      on_step=kill_one_actor)
+    assert result.version == config.learner.steps
+    assert len(seen["before"]) == 2 and seen["killed"] not in seen["after"]
+    assert len(seen["after"]) == 2                                   # Ray restarted it
+    last = result.history[-1]
+    assert last["episodes/rescheduled_total"] >= 1                   # it had episodes running
+    assert last["episodes/infra_failures_total"] == 0                # none lost
+    per_step = config.learner.groups_per_step * config.learner.group_size
+    assert all(r["episodes/trained"] == per_step for r in result.history)
+    trained_groups = [g for r in result.history for g in r["group_ids"]]
+    assert len(trained_groups) == len(set(trained_groups))           # none counted twice
+    # No episode, rerun ones included, sampled with params older than its group's admission
+    # (a restarted actor gets the newest params, not the ones the fleet was created with).
+    lines = [json.loads(line) for line in (tmp_path / "rl" / GROUPS_FILE).read_text().splitlines()]
+    assert len(lines) == len(trained_groups)
+    assert all(v >= g["admitted_version"] for g in lines
+               for v in g["first_token_versions"] if v is not None)
+    assert max(g["admitted_version"] for g in lines) >= 2      # groups admitted after the kill
+    assert not ray.is_initialized()
+    assert ray_processes()                                           # the cluster is not ours
