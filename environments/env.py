@@ -226,6 +226,7 @@ class CodingEnv(gymnasium.Env):
             "resolved": result.resolved,
             "pass_fraction": result.pass_fraction,
             "tests_status": dict(result.tests_status),
+            "test_seconds": dict(result.test_seconds),
             "reward_components": {
                 "steps": ep.steps, "tool_errors": ep.tool_errors,
                 "output_tokens": ep.output_tokens, "output_chars": ep.output_chars,

@@ -42,6 +42,7 @@ class Grade:
 
     pass_fraction: passed / reported tests (an answer check counts as one more test).
     tests_status: test id -> passed | failed | error | skipped | xfailed.
+    test_seconds: test id -> seconds it took (the report's `time`; what finds slow tests).
     infra_failure: the sandbox failed while grading; the score means nothing.
     notes: human-readable reasons when something was off (missing report, mismatch, timeout).
     """
@@ -54,6 +55,7 @@ class Grade:
     infra_failure: bool
     notes: tuple[str, ...]
     test_output: str
+    test_seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # JUnit's times
 
     @classmethod
     def infrastructure_failure(cls, note: str) -> Grade:
@@ -82,11 +84,12 @@ def grade(task: Task, workspace: Workspace, baseline: Path, runner, grader_dir: 
         if not answer_matched:
             notes.append("the finish summary does not contain the expected answer")
     status: dict[str, str] = {}
+    seconds: dict[str, float] = {}
     trusted, output, infra = True, "", False
     if task.test_command is not None:
         protected = _prepare_for_grading(task, workspace, baseline)
         status, trusted, output, infra = _run_tests(task, workspace, runner, grader_dir,
-                                                    protected, notes)
+                                                    protected, notes, seconds)
     passed = sum(1 for s in status.values() if s == "passed") if trusted else 0
     total = len(status)
     checks = total + (answer_matched is not None)
@@ -95,7 +98,8 @@ def grade(task: Task, workspace: Workspace, baseline: Path, runner, grader_dir: 
     resolved = bool(checks) and score == checks and trusted and not infra
     return Grade(pass_fraction=fraction, resolved=resolved, tests_status=status,
                  tests_passed=passed, tests_total=total, answer_matched=answer_matched,
-                 infra_failure=infra, notes=tuple(notes), test_output=output)
+                 infra_failure=infra, notes=tuple(notes), test_output=output,
+                 test_seconds=seconds)
 
 
 def _prepare_for_grading(task: Task, workspace: Workspace, baseline: Path) -> list[str]:
@@ -121,8 +125,10 @@ def _prepare_for_grading(task: Task, workspace: Workspace, baseline: Path) -> li
 
 
 def _run_tests(task: Task, workspace: Workspace, runner, grader_dir: Path, protected: list[str],
-               notes: list[str]) -> tuple[dict[str, str], bool, str, bool]:
-    """Runs the test command; returns (status, report trusted, output tail, infra failure)."""
+               notes: list[str], seconds: dict[str, float]
+               ) -> tuple[dict[str, str], bool, str, bool]:
+    """Runs the test command; returns (status, report trusted, output tail, infra failure) and
+    fills `seconds` with each test's time."""
     report = grader_dir / _REPORT_NAME
     if os.path.lexists(report):
         os.unlink(report)
@@ -146,7 +152,7 @@ def _run_tests(task: Task, workspace: Workspace, runner, grader_dir: Path, prote
         notes.append(f"the test command timed out after {task.limits.test_timeout_s:g} s")
     elif result.output_capped:
         notes.append(f"the test command printed over {result.output_bytes} bytes and was killed")
-    status = _read_report(report, notes)
+    status = _read_report(report, notes, seconds)
     # The report and the exit code must agree, or the report is not trusted: code under test
     # runs inside pytest and could write a report of its own.
     trusted = bool(status)
@@ -163,8 +169,9 @@ def _run_tests(task: Task, workspace: Workspace, runner, grader_dir: Path, prote
     return status, trusted, output, False
 
 
-def _read_report(report: Path, notes: list[str]) -> dict[str, str]:
-    """test id -> status from a JUnit XML report (pytest's xunit2 layout)."""
+def _read_report(report: Path, notes: list[str], seconds: dict[str, float]) -> dict[str, str]:
+    """test id -> status from a JUnit XML report (pytest's xunit2 layout); the tests' times
+    go into `seconds`."""
     try:
         fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -193,6 +200,10 @@ def _read_report(report: Path, notes: list[str]) -> dict[str, str]:
                 outcome = "error"
             elif child.tag == "skipped":
                 outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+        try:
+            seconds[test_id] = seconds.get(test_id, 0.0) + float(case.get("time", 0) or 0)
+        except ValueError:
+            pass
         # A test id seen twice (a teardown error after a pass) keeps its worst outcome.
         if status.get(test_id, "passed") == "passed":
             status[test_id] = outcome

@@ -9,7 +9,12 @@ package offers nothing suitable), deterministic from the seed:
 - `combined_mutations`: 3-6 of the mini suite's one-line mutations in different functions
   across the package;
 - `refactor_reversal`: the tests use a renamed function (the rename is the fix): every module
-  that defines, imports or calls it must follow.
+  that defines, imports or calls it must follow;
+- `module_move`: the tests import 3-8 linked functions from a new module; the fix moves them
+  there and re-exports them (`moves.py`).
+
+Ablations aim at 120-250 removed lines and moves at 60-125 moved lines (a diff of twice
+that), CursorBench's size; mutations and renames stay small.
 
 A candidate is only a proposal: `validate.py` decides, by running the tests, whether it is a
 task.
@@ -22,9 +27,14 @@ import re
 from typing import Any
 
 from cursorbench.mini import mutations
+from cursorbench.real import moves
 from cursorbench.real.source import Entity, Package
 
-GENERATORS = ("feature_ablation", "combined_mutations", "refactor_reversal")
+GENERATORS = ("feature_ablation", "combined_mutations", "refactor_reversal", "module_move")
+#: Body lines an ablation aims to remove (CursorBench's median change is 181 lines), and how
+#: many linked groups it looks at to find one in that range.
+ABLATION_LINES = (120, 250)
+ABLATION_TRIES = 200
 #: Verb swaps that make a plausible new name for a refactor; others get a suffix.
 _RENAME_VERBS = {"get": "fetch", "make": "build", "compute": "calculate", "to": "as",
                  "is": "check", "find": "locate", "add": "append", "remove": "drop"}
@@ -51,23 +61,27 @@ class Candidate:
 
 
 def feature_ablation(package: Package, rng: random.Random, seed: int) -> Candidate | None:
+    """Among up to `ABLATION_TRIES` linked groups (3-8 entities over 2-4 modules), the first
+    whose removed body lines fall in `ABLATION_LINES`, else the one closest to that range."""
     by_leaf: dict[str, list[Entity]] = {}
     for entity in package.entities:
         by_leaf.setdefault(entity.leaf, []).append(entity)
     linkable = [e for e in package.entities if e.end - e.body_start >= 1]
     rng.shuffle(linkable)
-    for start in linkable[:20]:
-        chosen = _linked_group(start, package.entities, by_leaf, rng, rng.randint(3, 8))
-        paths = {e.path for e in chosen}
-        if len(chosen) >= 3 and 2 <= len(paths) <= 4:
-            broken = dict(package.sources)
-            for entity in sorted(chosen, key=lambda e: (e.path, -e.start)):
-                broken[entity.path] = _ablate(broken[entity.path], entity)
-            return Candidate(package.name, "feature_ablation", seed, broken,
-                             dict(package.sources), dict(package.tests),
-                             {"entities": sorted(e.name for e in chosen),
-                              "modules": sorted(paths)}, package.files)
-    return None
+    groups = (_linked_group(start, package.entities, by_leaf, rng, rng.randint(3, 8))
+              for start in linkable[:ABLATION_TRIES])
+    best = moves.closest_in_range(
+        (g for g in groups if len(g) >= 3 and 2 <= len({e.path for e in g}) <= 4),
+        lambda g: sum(e.end - e.body_start + 1 for e in g), ABLATION_LINES)
+    if best is None:
+        return None
+    broken = dict(package.sources)
+    for entity in sorted(best, key=lambda e: (e.path, -e.start)):
+        broken[entity.path] = _ablate(broken[entity.path], entity)
+    return Candidate(package.name, "feature_ablation", seed, broken, dict(package.sources),
+                     dict(package.tests), {"entities": sorted(e.name for e in best),
+                                           "modules": sorted({e.path for e in best})},
+                     package.files)
 
 
 def combined_mutations(package: Package, rng: random.Random, seed: int) -> Candidate | None:
@@ -120,6 +134,10 @@ def refactor_reversal(package: Package, rng: random.Random, seed: int) -> Candid
                          solved, renamed_tests, {"renames": {old: new}, "modules": users},
                          package.files)
     return None
+
+
+def module_move(package: Package, rng: random.Random, seed: int) -> Candidate | None:
+    return moves.module_move(package, rng, seed, Candidate)
 
 
 def generate(package: Package, generator: str, seed: int) -> Candidate | None:

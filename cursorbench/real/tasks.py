@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
+import shlex
 import statistics
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +29,18 @@ from environments.diffs import count_changed_lines
 from cursorbench.real import generators
 from cursorbench.real.generators import Candidate
 from cursorbench.real.source import Package
-from cursorbench.real.validate import Validation, validate
-from cursorbench.taskdir import PYTEST, unified_diff, write_files
+from cursorbench.real.validate import (REAL_PYTEST, Validation, clean_runs, node_id,
+                                       pytest_files, validate)
+from cursorbench.taskdir import unified_diff, write_files
 
+#: The share of a build's seeds each generator gets. Ablations and moves are CursorBench-sized
+#: (120-250 changed lines); mutations and renames are small, so they get half the seeds, which
+#: keeps the suite's median change in that range while every kind is present.
+SEED_SHARE = {"feature_ablation": 1.0, "module_move": 1.0, "combined_mutations": 0.5,
+              "refactor_reversal": 0.5}
 LIMITS = {"max_steps": 100, "max_wall_s": 1800, "tool_timeout_s": 120, "test_timeout_s": 300}
 _CATEGORIES = {"feature_ablation": "feature", "combined_mutations": "debug",
-               "refactor_reversal": "refactor"}
+               "refactor_reversal": "refactor", "module_move": "refactor"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,29 +57,19 @@ class BuildReport:
                 "max": max(lines)}
 
 
-def node_id(test_id: str, test_paths: Sequence[str]) -> str | None:
-    """The pytest node id of a JUnit id (`tests.test_x.TestC::test_y` ->
-    `tests/test_x.py::TestC::test_y`), or None if no test file matches."""
-    classname, _, name = test_id.rpartition("::")
-    parts = classname.split(".")
-    for cut in range(len(parts), 0, -1):
-        path = "/".join(parts[:cut]) + ".py"
-        if path in test_paths:
-            return "::".join([path, *parts[cut:], name])
-    return None
-
-
-def write_task(out: Path, candidate: Candidate, validation: Validation, level: str) -> Path:
+def write_task(out: Path, candidate: Candidate, validation: Validation, level: str,
+               python: str | None = None) -> Path:
     """Writes an accepted candidate as a task directory under `out`; returns it."""
     if not validation.accepted:
         raise ValueError(f"candidate was rejected: {'; '.join(validation.reasons)}")
     task_id = f"real-{candidate.package}-{candidate.generator}-{candidate.seed}"
-    test_paths = sorted(candidate.tests)
+    test_paths = sorted(candidate.tests)      # where node ids may point (helpers included)
     targets = {node_id(t, test_paths) for t in validation.fail_to_pass}
     hidden_files = sorted({n.split("::")[0] for n in targets if n})
     visible = {p: t for p, t in candidate.tests.items() if p not in hidden_files}
     deselect = sorted(filter(None, (node_id(t, test_paths) for t in validation.excluded)))
-    command = " ".join([PYTEST, *test_paths] + [f"--deselect={n}" for n in deselect])
+    command = " ".join([REAL_PYTEST, *pytest_files(test_paths)]
+                       + [shlex.quote(f"--deselect={n}") for n in deselect])
     diff = unified_diff(candidate.broken, candidate.solved)
     added, removed = count_changed_lines(diff)
     root = out / task_id
@@ -86,6 +86,8 @@ def write_task(out: Path, candidate: Candidate, validation: Validation, level: s
         "spec": candidate.spec, "fail_to_pass": len(validation.fail_to_pass),
         "pass_to_pass": len(validation.pass_to_pass),
     }
+    if python:
+        spec["python"] = str(python)
     (root / "task.json").write_text(json.dumps(spec, indent=1) + "\n")
     return root
 
@@ -107,6 +109,16 @@ def prompt(candidate: Candidate, level: str, rng: random.Random) -> str:
                       + ". Please fix them.",
                 "L2": "These return wrong results: " + ", ".join(f"`{f}`" for f in functions)
                       + ". Please fix them."}[level]
+    if candidate.generator == "module_move":
+        move = spec["moves"]
+        names = ", ".join(f"`{f}`" for f in move["functions"])
+        return {"L0": f"`{move['from']}` is too big: {names} belong in a module of their own, "
+                      f"`{move['to']}`.",
+                "L1": f"Move {names} from `{move['from']}` into a new module `{move['to']}`; "
+                      "everything that uses them must keep working.",
+                "L2": f"Create `{move['to']}` and move {names} there from `{move['from']}` "
+                      f"(with the imports they need); keep `{move['from']}` re-exporting them "
+                      "so existing imports still work."}[level]
     (old, new), = spec["renames"].items()
     return {"L0": f"`{old}` should be called `{new}`.",
             "L1": f"Rename `{old}` to `{new}` everywhere in {package}.",
@@ -115,33 +127,58 @@ def prompt(candidate: Candidate, level: str, rng: random.Random) -> str:
 
 
 def build(packages: Sequence[Package], out: str | Path, *, seeds: Sequence[int] = (0,),
-          runs: int = 3, sandbox="bwrap",
+          runs: int = 3, sandbox="bwrap", pythons: Mapping[str, str] | None = None,
+          generators_: Sequence[str] = generators.GENERATORS, workers: int = 1,
           progress: Callable[[dict[str, Any]], None] | None = None) -> BuildReport:
-    """Generates, validates and writes tasks for every package x generator x seed."""
+    """Generates, validates and writes tasks for every package x generator x seed (each
+    generator takes its `SEED_SHARE` of the seeds, the first ones).
+
+    pythons: {package name: the venv its tests run in} (default: the project's interpreter).
+    workers: candidates validated at once (each runs its own sandboxes).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    manifest, sizes = [], []
-    for package in packages:
-        for generator in generators.GENERATORS:
-            for seed in seeds:
-                candidate = generators.generate(package, generator, seed)
-                entry: dict[str, Any] = {"package": package.name, "generator": generator,
-                                         "seed": seed}
-                if candidate is None:
-                    entry.update(accepted=False, reasons=["nothing to generate"])
-                else:
-                    verdict = validate(candidate, runs=runs, sandbox=sandbox)
-                    entry.update(accepted=verdict.accepted, reasons=list(verdict.reasons),
-                                 spec=candidate.spec)
-                    if verdict.accepted:
-                        level = random.Random(f"{package.name}/{generator}/{seed}").choice(
-                            ("L0", "L1", "L2"))
-                        path = write_task(out, candidate, verdict, level)
-                        sizes.append(json.loads((path / "task.json").read_text())
-                                     ["reference_lines"])
-                        entry["task"] = path.name
-                manifest.append(entry)
-                if progress:
-                    progress(entry)
+    pythons = dict(pythons or {})
+    seeds = list(seeds)
+    jobs = [(package, generator, seed) for package in packages for generator in generators_
+            for seed in seeds[:math.ceil(len(seeds) * SEED_SHARE.get(generator, 1.0))]]
+    clean: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def clean_of(package: Package, candidate: Candidate):
+        with lock:                                   # one clean grading per package
+            if package.name not in clean:
+                clean[package.name] = clean_runs(candidate.baseline, pytest_files(candidate.tests),
+                                                 runs=runs, sandbox=sandbox,
+                                                 python=pythons.get(package.name))
+            return clean[package.name]
+
+    def run(job) -> dict[str, Any]:
+        package, generator, seed = job
+        entry: dict[str, Any] = {"package": package.name, "generator": generator, "seed": seed}
+        candidate = generators.generate(package, generator, seed)
+        if candidate is None:
+            entry.update(accepted=False, reasons=["nothing to generate"])
+            return entry
+        python = pythons.get(package.name)
+        verdict = validate(candidate, runs=runs, sandbox=sandbox, python=python,
+                           clean=clean_of(package, candidate))
+        entry.update(accepted=verdict.accepted, reasons=list(verdict.reasons),
+                     spec=candidate.spec)
+        if verdict.accepted:
+            level = random.Random(f"{package.name}/{generator}/{seed}").choice(
+                ("L0", "L1", "L2"))
+            path = write_task(out, candidate, verdict, level, python=python)
+            entry["task"] = path.name
+            entry["reference_lines"] = json.loads((path / "task.json").read_text()
+                                                  )["reference_lines"]
+        return entry
+
+    manifest = []
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for entry in pool.map(run, jobs):
+            manifest.append(entry)
+            if progress:
+                progress(entry)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    return BuildReport(manifest, sizes)
+    return BuildReport(manifest, [e["reference_lines"] for e in manifest if e.get("task")])

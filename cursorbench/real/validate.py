@@ -8,7 +8,8 @@ with scripted agents:
 - broken: the broken tree, NullAgent, `runs` times;
 - reference: the broken tree, the environment's OracleAgent (applies reference.diff), `runs`.
 
-A test whose status varies within any of the three groups is flaky and dropped. Target
+A test whose status varies within any of the three groups is flaky and dropped; one slower
+than `SLOW_TEST_S` in the clean runs is dropped too (deselected in the other runs). Target
 (fail-to-pass) tests pass in every clean and reference run and fail in every broken run;
 pass-to-pass tests pass in all of them. A candidate is rejected when a stable test that passes
 on the untouched package fails with the reference fix (the fix is wrong), when no stable test
@@ -19,7 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
+import statistics
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import environments
@@ -28,6 +32,9 @@ from environments import CodingEnv, SandboxConfig
 from cursorbench.real.generators import Candidate
 from cursorbench.taskdir import PYTEST, unified_diff, write_files
 
+#: The real suites' test command: a test file that fails to import (a moved or renamed API)
+#: costs its own tests, not the whole run.
+REAL_PYTEST = f"{PYTEST} --continue-on-collection-errors"
 #: Budgets of one validation run (real test suites take longer than mini ones).
 VALIDATION_LIMITS = {"max_steps": 5, "test_timeout_s": 300, "tool_timeout_s": 300}
 
@@ -40,31 +47,67 @@ class Validation:
     fail_to_pass: tuple[str, ...]
     pass_to_pass: tuple[str, ...]
     flaky: tuple[str, ...]
-    excluded: tuple[str, ...]      # flaky or failing on the clean tree: deselected in the task
+    excluded: tuple[str, ...]      # flaky, slow or failing on the clean tree: deselected
+    slow: tuple[str, ...] = ()
+
+
+#: (test id -> status, grading failure or None, test id -> seconds) of each run.
+Runs = list[tuple[dict[str, str], "str | None", dict[str, float]]]
+#: A test slower than this (median over the clean runs) is dropped: deselected in the
+#: validation's other runs and in the task.
+SLOW_TEST_S = 1.0
+
+
+def clean_runs(baseline: dict[str, str], tests: list[str], *, runs: int = 3,
+               sandbox: str | SandboxConfig = "bwrap", python: str | None = None) -> Runs:
+    """The untouched package graded `runs` times: the same for every candidate of a package
+    (test ids survive renames and moves), so a build computes it once per package."""
+    with tempfile.TemporaryDirectory(prefix="c2jax-real-clean-") as tmp:
+        clean = _write(Path(tmp) / "clean", baseline, tests, python=python)
+        env = CodingEnv(sandbox=sandbox)
+        try:
+            return [_grade(env, clean, environments.NullAgent) for _ in range(runs)]
+        finally:
+            env.close()
 
 
 def validate(candidate: Candidate, *, runs: int = 3,
-             sandbox: str | SandboxConfig = "bwrap") -> Validation:
+             sandbox: str | SandboxConfig = "bwrap", python: str | None = None,
+             clean: Runs | None = None) -> Validation:
+    """The verdict on `candidate`; `python`: the venv its tests run in (None: the project's);
+    `clean`: `clean_runs` of its package, if already known."""
+    tests = pytest_files(candidate.tests)
+    if clean is None:
+        clean = clean_runs(candidate.baseline, tests, runs=runs, sandbox=sandbox, python=python)
+    slow = slow_tests(clean)
+    deselect = [n for n in (node_id(t, tests) for t in slow) if n]
     with tempfile.TemporaryDirectory(prefix="c2jax-real-validate-") as tmp:
-        clean = _write(Path(tmp) / "clean", candidate.baseline, sorted(candidate.tests))
-        broken = _write(Path(tmp) / "broken", {**candidate.broken, **candidate.tests},
-                        sorted(candidate.tests),
-                        reference=unified_diff(candidate.broken, candidate.solved))
+        # A broken tree can loop forever: allow a few times the clean suite's time, not 300 s.
+        clean_seconds = max((sum(s.values()) for _, _, s in clean), default=0.0)
+        timeout = int(min(VALIDATION_LIMITS["test_timeout_s"], max(60, 5 * clean_seconds)))
+        broken = _write(Path(tmp) / "broken", {**candidate.broken, **candidate.tests}, tests,
+                        reference=unified_diff(candidate.broken, candidate.solved),
+                        python=python, deselect=deselect, test_timeout_s=timeout)
         env = CodingEnv(sandbox=sandbox)
+        groups = {"clean": clean}
         try:
-            groups = {
-                "clean": [_grade(env, clean, environments.NullAgent) for _ in range(runs)],
-                "broken": [_grade(env, broken, environments.NullAgent) for _ in range(runs)],
-                "reference": [_grade(env, broken, environments.OracleAgent)
-                              for _ in range(runs)],
-            }
+            for name, agent in (("broken", environments.NullAgent),
+                                ("reference", environments.OracleAgent)):
+                groups[name] = []
+                for _ in range(runs):
+                    groups[name].append(_grade(env, broken, agent))
+                    if groups[name][-1][1]:
+                        break          # grading failed (e.g. a timeout): no need to go on
+                else:
+                    continue
+                break
         finally:
             env.close()
-    failures = [why for runs_ in groups.values() for status, why in runs_ if why]
+    failures = [why for runs_ in groups.values() for _, why, _ in runs_ if why]
     if failures:
         return Validation(False, (f"grading failed: {failures[0]}",), (), (), (), ())
-    statuses = {name: [status for status, _ in runs_] for name, runs_ in groups.items()}
-    ids = sorted({t for runs_ in statuses.values() for run in runs_ for t in run})
+    statuses = {name: [status for status, _, _ in runs_] for name, runs_ in groups.items()}
+    ids = sorted({t for runs_ in statuses.values() for run in runs_ for t in run} - set(slow))
 
     def outcomes(group: str, test: str) -> set[str]:
         return {run.get(test, "missing") for run in statuses[group]}
@@ -76,32 +119,73 @@ def validate(candidate: Candidate, *, runs: int = 3,
                  and "passed" not in outcomes("broken", t))
     p2p = sorted(passes["clean"] & passes["broken"] & passes["reference"])
     wrong_fix = sorted(passes["clean"] - passes["reference"])
-    excluded = sorted(set(flaky) | (set(stable) - passes["clean"]))
+    excluded = sorted(set(flaky) | set(slow) | (set(stable) - passes["clean"]))
     reasons = []
     if wrong_fix:
         reasons.append(f"the reference fix fails {len(wrong_fix)} test(s) that pass on the "
                        f"clean tree: {', '.join(wrong_fix[:5])}")
+    stuck = [t for t in excluded if node_id(t, sorted(candidate.tests)) is None]
+    if stuck:
+        reasons.append(f"{len(stuck)} test(s) to drop cannot be deselected: {stuck[:3]}")
     if not f2p:
         reasons.append(f"no test fails in all {runs} broken runs and passes in every clean "
                        f"and reference run" + (f" ({len(flaky)} flaky dropped)" if flaky else ""))
     return Validation(not reasons, tuple(reasons), tuple(f2p), tuple(p2p), tuple(flaky),
-                      tuple(excluded))
+                      tuple(excluded), tuple(slow))
+
+
+def slow_tests(clean: Runs, limit: float = SLOW_TEST_S) -> list[str]:
+    """Tests whose median time over the clean runs exceeds `limit` seconds."""
+    times: dict[str, list[float]] = {}
+    for _, _, seconds in clean:
+        for test, t in seconds.items():
+            times.setdefault(test, []).append(t)
+    return sorted(t for t, values in times.items() if statistics.median(values) > limit)
+
+
+def node_id(test_id: str, test_paths: Sequence[str]) -> str | None:
+    """The pytest node id of a JUnit id (`tests.test_x.TestC::test_y` ->
+    `tests/test_x.py::TestC::test_y`), or None if no test file matches."""
+    classname, _, name = test_id.rpartition("::")
+    if not classname:          # a module-level entry (its collection error): the whole file
+        classname, name = test_id, ""
+    parts = classname.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = "/".join(parts[:cut]) + ".py"
+        if path in test_paths:
+            return "::".join([path, *parts[cut:], *([name] if name else [])])
+    return None
+
+
+def pytest_files(paths: Sequence[str]) -> list[str]:
+    """The files pytest collects tests from (`test_*.py`, `*_test.py`): what a test command
+    names. Helpers and conftest.py under tests/ are imported by them, not collected."""
+    return sorted(p for p in paths if p.rsplit("/", 1)[-1].startswith("test_")
+                  or p.endswith("_test.py"))
 
 
 def _write(root: Path, files: dict[str, str], tests: list[str],
-           reference: str | None = None) -> Path:
+           reference: str | None = None, python: str | None = None,
+           deselect: Sequence[str] = (), test_timeout_s: float | None = None) -> Path:
     write_files(root / "repo", files)
     if reference is not None:
         (root / "reference.diff").write_text(reference)
+    limits = dict(VALIDATION_LIMITS)
+    if test_timeout_s is not None:
+        limits["test_timeout_s"] = test_timeout_s
     spec = {"id": root.name, "prompt": "Validation run.", "category": "debug",
-            "difficulty": "validation", "limits": VALIDATION_LIMITS,
-            "test_command": f"{PYTEST} {' '.join(tests)}"}
+            "difficulty": "validation", "limits": limits,
+            "test_command": " ".join([REAL_PYTEST, *tests]
+                                     + [shlex.quote(f"--deselect={n}") for n in deselect])}
+    if python:
+        spec["python"] = str(python)
     (root / "task.json").write_text(json.dumps(spec))
     return root
 
 
-def _grade(env: CodingEnv, task_dir: Path, agent_class) -> tuple[dict[str, str], str | None]:
-    """(test id -> status, why grading failed or None) of one episode."""
+def _grade(env: CodingEnv, task_dir: Path, agent_class
+           ) -> tuple[dict[str, str], str | None, dict[str, float]]:
+    """(test id -> status, why grading failed or None, test id -> seconds) of one episode."""
     task = environments.load_task(task_dir)
     observation, info = env.reset(options={"task": task})
     agent = agent_class()
@@ -111,5 +195,5 @@ def _grade(env: CodingEnv, task_dir: Path, agent_class) -> tuple[dict[str, str],
         if terminated or truncated:
             break
     if info["infra_failure"] or not info["tests_status"]:
-        return {}, "; ".join(info["grading_notes"]) or "no test report"
-    return info["tests_status"], None
+        return {}, "; ".join(info["grading_notes"]) or "no test report", {}
+    return info["tests_status"], None, info["test_seconds"]

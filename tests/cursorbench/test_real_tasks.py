@@ -3,7 +3,7 @@ import json
 import environments
 
 from cursorbench import agents, harness
-from cursorbench.real import tasks
+from cursorbench.real import generators, tasks
 
 
 def test_node_ids_follow_the_test_files():
@@ -12,13 +12,16 @@ def test_node_ids_follow_the_test_files():
     assert tasks.node_id("pkg.tests.test_b.TestC::test_y", paths) == \
         "pkg/tests/test_b.py::TestC::test_y"
     assert tasks.node_id("other::test_z", paths) is None
+    assert tasks.node_id("tests.test_a", paths) == "tests/test_a.py"     # a collection error
+    assert tasks.pytest_files(["tests/conftest.py", "tests/helper.py", "tests/test_a.py",
+                               "pkg/b_test.py"]) == ["pkg/b_test.py", "tests/test_a.py"]
 
 
 def test_build_writes_validated_tasks_the_oracle_solves_and_null_does_not(
         tmp_path, local_package):
     report = tasks.build([local_package], tmp_path / "suite", seeds=(1,))
     manifest = json.loads((tmp_path / "suite" / "manifest.json").read_text())
-    assert manifest == report.manifest and len(manifest) == 3
+    assert manifest == report.manifest and len(manifest) == len(generators.GENERATORS)
     accepted = [e for e in manifest if e["accepted"]]
     assert accepted, manifest
     assert report.size_distribution()["n"] == len(accepted)

@@ -38,3 +38,11 @@ def test_a_task_whose_reference_fix_fails_is_rejected(local_package):
     assert not verdict.accepted
     assert "the reference fix fails" in verdict.reasons[0]
     assert "tests.test_vectors::test_dot" in verdict.reasons[0]
+
+
+def test_slow_tests_are_the_ones_slow_in_most_clean_runs():
+    run = lambda seconds: ({t: "passed" for t in seconds}, None, seconds)  # noqa: E731
+    clean = [run({"t.a::x": 0.1, "t.a::slow": 3.0}), run({"t.a::x": 2.0, "t.a::slow": 2.5}),
+             run({"t.a::x": 0.2, "t.a::slow": 0.5})]
+    assert validate.slow_tests(clean) == ["t.a::slow"]       # x was slow once: the median rules
+    assert validate.slow_tests(clean, limit=10) == []

@@ -28,6 +28,8 @@ def test_skipped_target_tests_count_as_failed(make_env, write_task):
                                    hidden_tests=["hidden_tests"])
     assert info["tests_status"] == {"hidden_tests.test_h::test_passes": "passed",
                                     "hidden_tests.test_h::test_skipped": "skipped"}
+    assert set(info["test_seconds"]) == set(info["tests_status"])
+    assert all(0 <= t < 60 for t in info["test_seconds"].values())
     assert reward == info["pass_fraction"] == 0.5 and not info["resolved"]
 
 
