@@ -17,16 +17,19 @@ from pathlib import Path
 PYTEST = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -q -p no:cacheprovider"
 
 
-def write_files(root: Path, files: Mapping[str, str]) -> None:
-    """Writes {relative path: text} under root, one mkdir per directory (on a slow disk,
-    file-system calls are most of a generator's cost)."""
+def write_files(root: Path, files: Mapping[str, str | bytes]) -> None:
+    """Writes {relative path: text or bytes} under root, one mkdir per directory (on a slow
+    disk, file-system calls are most of a generator's cost)."""
     made: set[Path] = set()
     for rel, text in sorted(files.items()):
         path = root / rel
         if path.parent not in made:
             path.parent.mkdir(parents=True, exist_ok=True)
             made.add(path.parent)
-        path.write_text(text)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text)
 
 
 def unified_diff(before: Mapping[str, str], after: Mapping[str, str]) -> str:

@@ -15,6 +15,7 @@ tests all count as failed, and a command that reports no tests scores zero.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import stat
 import xml.etree.ElementTree as ElementTree
@@ -142,8 +143,11 @@ def _run_tests(task: Task, workspace: Workspace, runner, grader_dir: Path, prote
         mounts = {"binds": [(str(grader_dir), _GRADER_MOUNT)],
                   "ro_binds": [(str(workspace.root / rel), f"{WORKSPACE}/{rel}")
                                for rel in protected if not os.path.islink(workspace.root / rel)]}
+    # The run's wall-clock timeout bounds it; the per-process CPU limit that stops a spinning
+    # tool command would otherwise kill a test suite that needs more CPU time than that.
     result = runner.run(task.test_command, workspace=str(workspace.root),
-                        timeout_s=task.limits.test_timeout_s, env=env, **mounts)
+                        timeout_s=task.limits.test_timeout_s, env=env,
+                        cpu_s=math.ceil(task.limits.test_timeout_s), **mounts)
     output = result.output[-20_000:]
     if result.infra_error:
         notes.append(f"infrastructure failure while grading: {result.infra_error}")

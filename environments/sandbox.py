@@ -317,21 +317,22 @@ class Sandbox:
                               self.python.masked_files, empty_file)
         return args
 
-    def _command_args(self, output_fd: int, command: str) -> list[str]:
+    def _command_args(self, output_fd: int, command: str, limits: SandboxLimits) -> list[str]:
         uid = str(self.uid)
-        script = (_ulimit_prelude(self.config.limits) + _OUTPUT_FD_PRELUDE.format(fd=output_fd)
-                  + command)
+        script = (_ulimit_prelude(limits) + _OUTPUT_FD_PRELUDE.format(fd=output_fd) + command)
         return [self._setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--",
                 "/bin/bash", "-c", script]
 
     def run(self, command: str, *, workspace: str, timeout_s: float, stdin: bytes | None = None,
             binds: Sequence[tuple[str, str]] = (), ro_binds: Sequence[tuple[str, str]] = (),
-            env: Mapping[str, str] | None = None) -> CommandResult:
+            env: Mapping[str, str] | None = None, cpu_s: int | None = None) -> CommandResult:
         """Runs `command` with bash in a fresh sandbox, the host dir `workspace` at /workspace.
 
         binds / ro_binds: extra (host path, sandbox path) mounts, applied after the workspace so
         they may cover paths inside it (the grader makes hidden tests read-only this way).
+        cpu_s: this command's RLIMIT_CPU instead of the configured one (the grader gives a
+        test run its whole timeout: one pytest process may legitimately need minutes).
         When this returns, no process of the command is left.
         """
         if not self._lease.active:
@@ -345,12 +346,15 @@ class Sandbox:
         for host, inside in ro_binds:
             args += ["--ro-bind", host, inside]
         args += ["--chdir", WORKSPACE]
+        limits = self.config.limits
+        if cpu_s is not None:
+            limits = dataclasses.replace(limits, cpu_s=int(cpu_s))
         # bwrap returns as soon as the command's shell exits, while the pid namespace may still
         # be dying; it reports the namespace's init on --info-fd, and waiting for that init
         # means waiting until every process of the command is gone.
         outcome = process.run_process(
             lambda output_fd, info_fd: args + ["--info-fd", str(info_fd), "--"]
-            + self._command_args(output_fd, command),
+            + self._command_args(output_fd, command, limits),
             timeout_s=timeout_s, output_limit=self.config.limits.output_bytes, stdin=stdin,
             env={"PATH": "/usr/bin:/bin"}, reported_pid=_bwrap_child_pid)
         if outcome.exit_code is None:
@@ -390,8 +394,9 @@ class HostRunner:
 
     def run(self, command: str, *, workspace: str, timeout_s: float, stdin: bytes | None = None,
             binds: Sequence[tuple[str, str]] = (), ro_binds: Sequence[tuple[str, str]] = (),
-            env: Mapping[str, str] | None = None) -> CommandResult:
-        """Same contract as `Sandbox.run`, but `binds`/`ro_binds` cannot be honoured here."""
+            env: Mapping[str, str] | None = None, cpu_s: int | None = None) -> CommandResult:
+        """Same contract as `Sandbox.run`, but `binds`/`ro_binds` cannot be honoured here (and
+        no rlimit is set, so `cpu_s` has nothing to change)."""
         if binds or ro_binds:
             raise ValueError("sandbox='none' cannot mount paths; use the bwrap sandbox")
         outcome = process.run_process(

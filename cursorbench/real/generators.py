@@ -47,6 +47,7 @@ class Candidate:
     broken / solved: source files before and after the reference fix (all of them).
     tests: the test files as the grader runs them (rewritten for a refactor).
     baseline: the untouched package, sources and tests: what the tests must pass on.
+    data: the package's non-Python files (`Package.data`), the same in every tree.
     spec: what was done (generator, seed, entities / mutations / renames), for the manifest
       and the prompt.
     """
@@ -58,6 +59,7 @@ class Candidate:
     tests: dict[str, str]
     spec: dict[str, Any]
     baseline: dict[str, str]
+    data: dict[str, bytes] = dataclasses.field(default_factory=dict)
 
 
 def feature_ablation(package: Package, rng: random.Random, seed: int) -> Candidate | None:
@@ -144,8 +146,9 @@ def generate(package: Package, generator: str, seed: int) -> Candidate | None:
     """The candidate `generator` makes from `package` with `seed` (None if it cannot)."""
     if generator not in GENERATORS:
         raise ValueError(f"unknown generator {generator!r}; choose one of {GENERATORS}")
-    return globals()[generator](package, random.Random(f"{package.name}/{generator}/{seed}"),
-                                seed)
+    candidate = globals()[generator](package,
+                                     random.Random(f"{package.name}/{generator}/{seed}"), seed)
+    return candidate and dataclasses.replace(candidate, data=dict(package.data))
 
 
 def _linked_group(start: Entity, entities, by_leaf, rng: random.Random, size: int

@@ -61,7 +61,9 @@ class PackageSpec:
         return f"{self.name}-{self.version}"
 
 
-PYTEST_REQUIREMENT = "pytest==9.2.0"
+#: What every package's venv gets besides its own test requirements: pytest, and
+#: pytest-timeout for the per-test limit of the real test command (`validate.REAL_PYTEST`).
+PYTEST_REQUIREMENTS = ("pytest==9.2.0", "pytest-timeout==2.4.0")
 
 #: The release set (sdists checked to ship their tests; sortedcontainers 2.4.0's has none).
 PACKAGES = (
@@ -198,7 +200,7 @@ def _flatten(spec: PackageSpec, root: Path, out: Path) -> None:
 
 
 def _requirements_hash(spec: PackageSpec) -> str:
-    return hashlib.sha256(json.dumps([PYTEST_REQUIREMENT, *spec.test_requires]).encode()
+    return hashlib.sha256(json.dumps([*PYTEST_REQUIREMENTS, *spec.test_requires]).encode()
                           ).hexdigest()[:10]
 
 
@@ -208,7 +210,7 @@ def _make_venv(spec: PackageSpec, out: Path, python: str) -> None:
     subprocess.run([python, "-m", "venv", str(out)], check=True, capture_output=True)
     done = subprocess.run(
         [str(out / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
-         "-q", PYTEST_REQUIREMENT, *spec.test_requires], capture_output=True, text=True)
+         "-q", *PYTEST_REQUIREMENTS, *spec.test_requires], capture_output=True, text=True)
     if done.returncode != 0:
         raise PackageError(f"{spec.key}: installing its test requirements failed:\n"
                            f"{done.stderr[-2000:]}")

@@ -3,7 +3,9 @@
 `load_package(root)` reads every `.py` file under root into {relative path: text} and splits
 them into source modules and test files (the environment's rule: `test_*.py`, `*_test.py`,
 `conftest.py`, anything under `tests/` or `test/`). It indexes the functions and methods of
-the source modules with the names each one calls, so generators can find linked code.
+the source modules with the names each one calls, so generators can find linked code. Every
+other file (test fixtures such as dateutil's tzif resources, boltons' data files, stubs) is
+kept as bytes in `data`: generators never touch it, and every tree a task writes carries it.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from pathlib import Path
 from environments.grading import is_test_path
 
 _SKIPPED_DIRS = {".git", "__pycache__", ".tox", "build", "dist", ".eggs"}
+#: A non-Python file larger than this is not carried into tasks (no package's fixtures are).
+MAX_DATA_BYTES = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Package:
     sources: Mapping[str, str]
     tests: Mapping[str, str]
     entities: tuple[Entity, ...]
+    data: Mapping[str, bytes] = dataclasses.field(default_factory=dict)
 
     @property
     def files(self) -> dict[str, str]:
@@ -52,10 +57,15 @@ class Package:
 def load_package(root: str | Path, name: str | None = None) -> Package:
     """Reads the package at root; ValueError if it has no source or no tests."""
     root = Path(root)
-    sources, tests = {}, {}
-    for path in sorted(root.rglob("*.py")):
+    sources, tests, data = {}, {}, {}
+    for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if any(part in _SKIPPED_DIRS for part in rel.parts):
+        if (any(part in _SKIPPED_DIRS for part in rel.parts) or path.is_symlink()
+                or not path.is_file()):
+            continue
+        if path.suffix != ".py":
+            if path.stat().st_size <= MAX_DATA_BYTES:
+                data[rel.as_posix()] = path.read_bytes()
             continue
         text = path.read_text(encoding="utf-8")
         (tests if is_test_path(rel.as_posix()) else sources)[rel.as_posix()] = text
@@ -63,7 +73,8 @@ def load_package(root: str | Path, name: str | None = None) -> Package:
         raise ValueError(f"{root} needs both source modules and tests "
                          f"(found {len(sources)} and {len(tests)})")
     entities = tuple(e for path, text in sources.items() for e in _entities(path, text))
-    return Package(name=name or root.name, sources=sources, tests=tests, entities=entities)
+    return Package(name=name or root.name, sources=sources, tests=tests, entities=entities,
+                   data=data)
 
 
 def _entities(path: str, text: str) -> list[Entity]:

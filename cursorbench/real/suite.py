@@ -29,7 +29,7 @@ def version(specs: Sequence[packages_lib.PackageSpec], seeds: int) -> str:
     """A hash of the real-suite code, the pins and the seeds: a cached build made by other
     code or for other packages is never served."""
     digest = hashlib.sha256(repr((sorted(s.key for s in specs), seeds,
-                                  packages_lib.PYTEST_REQUIREMENT,
+                                  packages_lib.PYTEST_REQUIREMENTS,
                                   [s.test_requires for s in specs])).encode())
     root = Path(__file__).parent
     for path in sorted(root.glob("*.py")):

@@ -73,7 +73,7 @@ def write_task(out: Path, candidate: Candidate, validation: Validation, level: s
     diff = unified_diff(candidate.broken, candidate.solved)
     added, removed = count_changed_lines(diff)
     root = out / task_id
-    write_files(root / "repo", {**candidate.broken, **visible})
+    write_files(root / "repo", {**candidate.broken, **visible, **candidate.data})
     write_files(root / "hidden", {p: candidate.tests[p] for p in hidden_files})
     (root / "reference.diff").write_text(diff)
     spec = {
@@ -148,9 +148,9 @@ def build(packages: Sequence[Package], out: str | Path, *, seeds: Sequence[int] 
     def clean_of(package: Package, candidate: Candidate):
         with lock:                                   # one clean grading per package
             if package.name not in clean:
-                clean[package.name] = clean_runs(candidate.baseline, pytest_files(candidate.tests),
-                                                 runs=runs, sandbox=sandbox,
-                                                 python=pythons.get(package.name))
+                clean[package.name] = clean_runs(
+                    {**candidate.baseline, **candidate.data}, pytest_files(candidate.tests),
+                    runs=runs, sandbox=sandbox, python=pythons.get(package.name))
             return clean[package.name]
 
     def run(job) -> dict[str, Any]:

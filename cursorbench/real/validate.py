@@ -32,9 +32,14 @@ from environments import CodingEnv, SandboxConfig
 from cursorbench.real.generators import Candidate
 from cursorbench.taskdir import PYTEST, unified_diff, write_files
 
+#: A test running longer than this fails (pytest-timeout, SIGALRM: the run goes on). Slow tests
+#: are dropped at validation (`SLOW_TEST_S`), so only a hang gets here: a broken tree or an
+#: agent's edit that loops forever costs its own tests, not the whole run's report.
+PER_TEST_TIMEOUT_S = 30
 #: The real suites' test command: a test file that fails to import (a moved or renamed API)
-#: costs its own tests, not the whole run.
-REAL_PYTEST = f"{PYTEST} --continue-on-collection-errors"
+#: costs its own tests, not the whole run, and so does a test that hangs.
+REAL_PYTEST = (f"{PYTEST} --continue-on-collection-errors -p pytest_timeout "
+               f"--timeout={PER_TEST_TIMEOUT_S} --timeout-method=signal")
 #: Budgets of one validation run (real test suites take longer than mini ones).
 VALIDATION_LIMITS = {"max_steps": 5, "test_timeout_s": 300, "tool_timeout_s": 300}
 
@@ -58,10 +63,11 @@ Runs = list[tuple[dict[str, str], "str | None", dict[str, float]]]
 SLOW_TEST_S = 1.0
 
 
-def clean_runs(baseline: dict[str, str], tests: list[str], *, runs: int = 3,
+def clean_runs(baseline: dict[str, str | bytes], tests: list[str], *, runs: int = 3,
                sandbox: str | SandboxConfig = "bwrap", python: str | None = None) -> Runs:
-    """The untouched package graded `runs` times: the same for every candidate of a package
-    (test ids survive renames and moves), so a build computes it once per package."""
+    """The untouched package (`baseline`: its files, data included) graded `runs` times: the
+    same for every candidate of a package (test ids survive renames and moves), so a build
+    computes it once per package."""
     with tempfile.TemporaryDirectory(prefix="c2jax-real-clean-") as tmp:
         clean = _write(Path(tmp) / "clean", baseline, tests, python=python)
         env = CodingEnv(sandbox=sandbox)
@@ -78,14 +84,16 @@ def validate(candidate: Candidate, *, runs: int = 3,
     `clean`: `clean_runs` of its package, if already known."""
     tests = pytest_files(candidate.tests)
     if clean is None:
-        clean = clean_runs(candidate.baseline, tests, runs=runs, sandbox=sandbox, python=python)
+        clean = clean_runs({**candidate.baseline, **candidate.data}, tests, runs=runs,
+                           sandbox=sandbox, python=python)
     slow = slow_tests(clean)
     deselect = [n for n in (node_id(t, tests) for t in slow) if n]
     with tempfile.TemporaryDirectory(prefix="c2jax-real-validate-") as tmp:
         # A broken tree can loop forever: allow a few times the clean suite's time, not 300 s.
         clean_seconds = max((sum(s.values()) for _, _, s in clean), default=0.0)
         timeout = int(min(VALIDATION_LIMITS["test_timeout_s"], max(60, 5 * clean_seconds)))
-        broken = _write(Path(tmp) / "broken", {**candidate.broken, **candidate.tests}, tests,
+        broken = _write(Path(tmp) / "broken",
+                        {**candidate.broken, **candidate.tests, **candidate.data}, tests,
                         reference=unified_diff(candidate.broken, candidate.solved),
                         python=python, deselect=deselect, test_timeout_s=timeout)
         env = CodingEnv(sandbox=sandbox)
@@ -164,7 +172,7 @@ def pytest_files(paths: Sequence[str]) -> list[str]:
                   or p.endswith("_test.py"))
 
 
-def _write(root: Path, files: dict[str, str], tests: list[str],
+def _write(root: Path, files: dict[str, str | bytes], tests: list[str],
            reference: str | None = None, python: str | None = None,
            deselect: Sequence[str] = (), test_timeout_s: float | None = None) -> Path:
     write_files(root / "repo", files)

@@ -166,7 +166,17 @@ def test_polygon_center_and_shift():
     assert moved.points[1] == (3, -1)
     assert moved.center() == (2.0, 0.0)
 ''',
-    "tests/test_report.py": '''from geomkit.report import alignment, describe
+    "tests/resources/square.bin": bytes([0, 0, 2, 0, 2, 2, 0, 2, 0xFF]),  # not UTF-8
+    "tests/test_report.py": '''from pathlib import Path
+
+from geomkit.report import alignment, describe
+
+SQUARE_BIN = Path(__file__).parent / "resources" / "square.bin"
+
+
+def test_describe_a_square_read_from_a_binary_fixture():
+    xs = list(SQUARE_BIN.read_bytes()[:-1])
+    assert describe(list(zip(xs[::2], xs[1::2]))) == "center=(1.0, 1.0) p2=16"
 
 
 def test_describe():

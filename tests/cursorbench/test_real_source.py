@@ -8,6 +8,8 @@ def test_package_splits_sources_tests_and_indexes_entities(local_package):
                                           "geomkit/polygons.py", "geomkit/report.py"}
     assert set(local_package.tests) == {"tests/test_vectors.py", "tests/test_polygons.py",
                                         "tests/test_report.py"}
+    assert local_package.data == {"tests/resources/square.bin": bytes([0, 0, 2, 0, 2, 2, 0, 2,
+                                                                       0xFF])}
     entities = {e.name: e for e in local_package.entities}
     center = entities["Polygon.center"]
     assert center.path == "geomkit/polygons.py" and center.calls == {"centroid"}

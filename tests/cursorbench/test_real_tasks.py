@@ -33,6 +33,9 @@ def test_build_writes_validated_tasks_the_oracle_solves_and_null_does_not(
             assert not (task.repo_dir / hidden).exists()
             assert (task.hidden_dir / hidden).exists()
         assert "test" not in task.prompt.lower()
+        # The binary fixture is carried, so the test reading it passes and is not dropped.
+        assert (task.repo_dir / "tests/resources/square.bin").read_bytes()[-1] == 0xFF
+        assert "binary_fixture" not in spec["test_command"]
     oracle = harness.run(suite, agents.make_agent_factory("oracle"), tmp_path / "o",
                          suite="real-local", agent="oracle", workers=2, progress=False)
     null = harness.run(suite, agents.make_agent_factory("null"), tmp_path / "n",

@@ -1,5 +1,9 @@
 """Validation runs the real grader (bwrap sandbox, pytest) 3 times per group."""
 import dataclasses
+import json
+
+import environments
+from environments import CodingEnv
 
 from cursorbench.real import generators, validate
 
@@ -10,7 +14,7 @@ def test_a_good_candidate_is_accepted_with_its_targets(local_package):
     assert verdict.accepted, verdict.reasons
     assert verdict.fail_to_pass and not verdict.flaky
     assert set(verdict.fail_to_pass).isdisjoint(verdict.pass_to_pass)
-    assert len(verdict.fail_to_pass) + len(verdict.pass_to_pass) == 9
+    assert len(verdict.fail_to_pass) + len(verdict.pass_to_pass) == 10   # the fixture reader too
 
 
 def test_a_flaky_task_is_rejected(local_package):
@@ -46,3 +50,21 @@ def test_slow_tests_are_the_ones_slow_in_most_clean_runs():
              run({"t.a::x": 0.2, "t.a::slow": 0.5})]
     assert validate.slow_tests(clean) == ["t.a::slow"]       # x was slow once: the median rules
     assert validate.slow_tests(clean, limit=10) == []
+
+
+def test_a_hanging_test_fails_alone_and_the_run_reports_the_rest(tmp_path):
+    # The real test command's per-test limit (pytest-timeout), lowered to 1 s for the test.
+    tests = {"tests/test_h.py": "import time\n\n\ndef test_hangs():\n    while True:\n"
+                                "        time.sleep(0.05)\n\n\ndef test_ok():\n    pass\n"}
+    root = validate._write(tmp_path / "hang", {"m.py": "", **tests}, sorted(tests))
+    spec = json.loads((root / "task.json").read_text())
+    assert spec["test_command"].startswith(validate.REAL_PYTEST)
+    spec["test_command"] += " --timeout=1"
+    (root / "task.json").write_text(json.dumps(spec))
+    env = CodingEnv(sandbox="bwrap")
+    try:
+        status, why, _ = validate._grade(env, root, environments.NullAgent)
+    finally:
+        env.close()
+    assert why is None
+    assert status == {"tests.test_h::test_hangs": "failed", "tests.test_h::test_ok": "passed"}

@@ -87,3 +87,15 @@ def test_symlinked_visible_tests_are_restored_and_graded(make_env, write_task):
 ])
 def test_which_files_count_as_visible_tests(path, expected):
     assert is_test_path(path) is expected
+
+
+def test_the_test_run_gets_its_timeout_as_cpu_limit(make_env, write_task):
+    # A suite may need more CPU than a tool command may spin (SMALL_LIMITS.cpu_s is 2 s).
+    hidden = {"hidden_tests/test_h.py": (
+        "import resource\n\n\ndef test_cpu_limit():\n"
+        "    assert resource.getrlimit(resource.RLIMIT_CPU) == (7, 7)\n")}
+    _, reward, _, _, info = graded(make_env, write_task, hidden=hidden,
+                                   test_command=f"{PYTEST} hidden_tests",
+                                   hidden_tests=["hidden_tests"], limits={"test_timeout_s": 6.5})
+    assert info["tests_status"] == {"hidden_tests.test_h::test_cpu_limit": "passed"}
+    assert reward == 1.0
