@@ -151,7 +151,11 @@ def decode(code: jax.Array, fmt: FloatFormat) -> jax.Array:
     value = significand * pow2(exponent)
     if fmt.name == "e4m3":
         value = jnp.where(magnitude == 0x7F, jnp.nan, value)
-    return jnp.where((c & fmt.sign_bit) != 0, -value, value)
+    # The sign goes on as a bit, not by negation: Pallas' Triton backend lowers `-x` as
+    # `0 - x`, which turns -(+0.0) into +0.0 (on an H200 every -0 code decoded to +0).
+    sign = ((c & fmt.sign_bit) != 0).astype(jnp.uint32) << 31
+    return lax.bitcast_convert_type(lax.bitcast_convert_type(value, jnp.uint32) | sign,
+                                    jnp.float32)
 
 
 def e8m0_decode(byte: jax.Array) -> jax.Array:

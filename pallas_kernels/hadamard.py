@@ -76,16 +76,17 @@ def _rht_kernel(x_ref, sign_ref, out_ref):
 def _rht_pallas(rows, sign, *, tile_rows=None):
     n = rows.shape[0]
     tr = tile_rows or backend.grid_tile(n, 1, HADAMARD_SIZE)[0]
+    rows = backend.pad_to_tiles(rows, {0: tr})
     return pl.pallas_call(
         _rht_kernel,
         out_shape=jax.ShapeDtypeStruct(rows.shape, jnp.float32),
-        grid=(pl.cdiv(n, tr),),
+        grid=(rows.shape[0] // tr,),
         in_specs=[pl.BlockSpec((tr, HADAMARD_SIZE), lambda i: (i, 0)),
                   pl.BlockSpec((1, HADAMARD_SIZE), lambda i: (0, 0))],
         out_specs=pl.BlockSpec((tr, HADAMARD_SIZE), lambda i: (i, 0)),
         name="random_hadamard_transform",
         **backend.pallas_kwargs(),
-    )(rows, sign.reshape(1, HADAMARD_SIZE))
+    )(rows, sign.reshape(1, HADAMARD_SIZE))[:n]
 
 
 @functools.partial(jax.jit, static_argnames=("axis", "impl"))

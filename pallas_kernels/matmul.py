@@ -161,6 +161,8 @@ def _matmul_pallas(a_codes, a_scales, b_codes, b_scales, global_scales, fmt, blo
     # [M, block_k] x [N, block_k] product the same way in the kernel and in the reference,
     # which makes the two bit-identical. Smaller tiles change only the f32 summation order.
     bm, bn = tile or (m, n)
+    a_codes, a_scales = (backend.pad_to_tiles(x, {1: bm}) for x in (a_codes, a_scales))
+    b_codes, b_scales = (backend.pad_to_tiles(x, {1: bn}) for x in (b_codes, b_scales))
     has_global = global_scales is not None
     kernel = functools.partial(
         _matmul_kernel, code_format=code_format, scale_dtype=scale_dtype, block=block,
@@ -176,15 +178,29 @@ def _matmul_pallas(a_codes, a_scales, b_codes, b_scales, global_scales, fmt, blo
     if has_global:
         in_specs += [pl.BlockSpec((1, 1), lambda g, i, j: (0, 0))] * 2
         args += [global_scales[0].reshape(1, 1), global_scales[1].reshape(1, 1)]
-    return pl.pallas_call(
+    out = pl.pallas_call(
         kernel,
-        out_shape=jax.ShapeDtypeStruct((groups, m, n), out_dtype),
-        grid=(groups, pl.cdiv(m, bm), pl.cdiv(n, bn)),
+        out_shape=jax.ShapeDtypeStruct((groups, a_codes.shape[1], b_codes.shape[1]), out_dtype),
+        grid=(groups, a_codes.shape[1] // bm, b_codes.shape[1] // bn),
         in_specs=in_specs,
         out_specs=pl.BlockSpec((None, bm, bn), lambda g, i, j: (g, i, j)),
         name=f"scaled_matmul_{fmt}",
         **backend.pallas_kwargs(),
     )(*args)
+    return out[:, :m, :n]
+
+
+def _matmul_xla(a_codes, a_scales, b_codes, b_scales, global_scales, block):
+    """Decode both operands to bf16 with XLA ops (exact: a code has at most 4 significant bits,
+    a block scale at most 4, so their product fits bf16's 8), then XLA's bf16 GEMM with f32
+    accumulation; the NVFP4 global decode scales go on in f32 afterwards."""
+    decode = lambda codes, scales: _dequantize_reference(codes, scales, block).astype(
+        jnp.bfloat16)
+    out = jnp.einsum("gmk,gnk->gmn", decode(a_codes, a_scales), decode(b_codes, b_scales),
+                     preferred_element_type=jnp.float32)
+    if global_scales is not None:
+        out = (out * global_scales[0]) * global_scales[1]
+    return out
 
 
 def _matmul_block_scaled(a_codes, a_scales, b_codes, b_scales, global_scales):
@@ -215,13 +231,15 @@ def grouped_scaled_matmul(a_codes, a_scales, b_codes, b_scales, fmt: str, *,
     global_scales = None      # the decode scales 1 / S_enc of a and b
     if fmt == "nvfp4":
         global_scales = (decode_scale(a_global_scale), decode_scale(b_global_scale))
-    resolved = backend.resolve_impl(impl, op=op, block_scaled_ok=True)
+    resolved = backend.resolve_impl(impl, op=op, matmul=True)
     if resolved == "reference":
         out = _matmul_reference(a_codes, a_scales, b_codes, b_scales, global_scales, block,
                                 block_k)
     elif resolved == "pallas":
         out = _matmul_pallas(a_codes, a_scales, b_codes, b_scales, global_scales, fmt, block,
                              block_k, jnp.float32)
+    elif resolved == "xla":
+        out = _matmul_xla(a_codes, a_scales, b_codes, b_scales, global_scales, block)
     else:
         out = _matmul_block_scaled(a_codes, a_scales, b_codes, b_scales, global_scales)
     return out.astype(out_dtype)

@@ -97,17 +97,19 @@ def _quantize_pallas(tiles, scale_mode, *, tile=None):
     """
     row_tiles, tile_rows, blocks, block = tiles.shape
     tr, tb = tile or backend.grid_tile(row_tiles, blocks, tile_rows * block)
-    return pl.pallas_call(
+    tiles = backend.pad_to_tiles(tiles, {0: tr, 2: tb})
+    codes, scales = pl.pallas_call(
         functools.partial(_quantize_kernel, scale_mode=scale_mode),
         out_shape=(jax.ShapeDtypeStruct(tiles.shape, jnp.uint8),
-                   jax.ShapeDtypeStruct((row_tiles, blocks), jnp.uint8)),
-        grid=(pl.cdiv(row_tiles, tr), pl.cdiv(blocks, tb)),
+                   jax.ShapeDtypeStruct((tiles.shape[0], tiles.shape[2]), jnp.uint8)),
+        grid=(tiles.shape[0] // tr, tiles.shape[2] // tb),
         in_specs=[pl.BlockSpec((tr, tile_rows, tb, block), lambda i, j: (i, 0, j, 0))],
         out_specs=(pl.BlockSpec((tr, tile_rows, tb, block), lambda i, j: (i, 0, j, 0)),
                    pl.BlockSpec((tr, tb), lambda i, j: (i, j))),
         name="quantize_mxfp8",
         **backend.pallas_kwargs(),
     )(tiles)
+    return codes[:row_tiles, :, :blocks], scales[:row_tiles, :blocks]
 
 
 def _dequantize_kernel(codes_ref, scales_ref, out_ref):

@@ -44,11 +44,13 @@ def _unpack_kernel(packed_ref, out_ref):
 def _grid_call(kernel, arg, out_shape, *, in_block_tail, out_block_tail, name, tile=None):
     rows, cols = arg.shape[:2]
     tr, tk = tile or backend.grid_tile(rows, cols, 2)
+    arg = backend.pad_to_tiles(arg, {0: tr, 1: tk})
+    out_shape = jax.ShapeDtypeStruct(arg.shape[:2] + out_shape.shape[2:], out_shape.dtype)
     spec = lambda tail: pl.BlockSpec((tr, tk) + tail, lambda i, j: (i, j) + (0,) * len(tail))
     return pl.pallas_call(
-        kernel, out_shape=out_shape, grid=(pl.cdiv(rows, tr), pl.cdiv(cols, tk)),
+        kernel, out_shape=out_shape, grid=(arg.shape[0] // tr, arg.shape[1] // tk),
         in_specs=[spec(in_block_tail)], out_specs=spec(out_block_tail), name=name,
-        **backend.pallas_kwargs())(arg)
+        **backend.pallas_kwargs())(arg)[:rows, :cols]
 
 
 @functools.partial(jax.jit, static_argnames=("impl",))

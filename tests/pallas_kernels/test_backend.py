@@ -7,7 +7,8 @@ from pallas_kernels import backend
 def test_auto_picks_the_reference_on_cpu_and_pallas_runs_interpreted():
     assert backend.platform() == "cpu"
     assert backend.resolve_impl("auto", op="x") == "reference"
-    assert backend.resolve_impl("auto", op="x", block_scaled_ok=True) == "reference"
+    assert backend.resolve_impl("auto", op="x", matmul=True) == "reference"
+    assert backend.resolve_impl("xla", op="x", matmul=True) == "xla"
     assert backend.resolve_impl("pallas", op="x") == "pallas"
     assert backend.pallas_kwargs() == {"interpret": True}
     assert backend.gpu_compute_capability() is None and not backend.has_block_scaled_mma()
@@ -16,8 +17,9 @@ def test_auto_picks_the_reference_on_cpu_and_pallas_runs_interpreted():
 def test_bad_impl_is_a_clear_error():
     with pytest.raises(ValueError, match="impl must be one of"):
         backend.resolve_impl("triton", op="quantize_mxfp8")
-    with pytest.raises(ValueError, match="only for scaled_matmul"):
-        backend.resolve_impl("block_scaled", op="quantize_mxfp8")
+    for matmul_only in ("block_scaled", "xla"):
+        with pytest.raises(ValueError, match="only for scaled_matmul"):
+            backend.resolve_impl(matmul_only, op="quantize_mxfp8")
 
 
 def test_tiles_are_powers_of_two_within_the_budget():

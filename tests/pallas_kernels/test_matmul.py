@@ -68,6 +68,14 @@ def test_pallas_with_small_tiles_and_partial_edges_matches_reference(problem):
     assert _max_rel(got, ref) <= 1e-6
 
 
+def test_xla_path_decodes_exactly_to_bf16_and_matches_reference(problem):
+    # The sm_90 path: XLA decode to bf16 (exact) + bf16 GEMM with f32 accumulation.
+    fmt, _, _, qa, qb, kwargs, ref = problem
+    got = grouped_scaled_matmul(qa[0], qa[1], qb[0], qb[1], fmt, impl="xla", **kwargs)
+    assert got.dtype == jnp.float32
+    assert _max_rel(got, ref) <= 1e-6
+
+
 def test_snr_against_f32_matmul(problem):
     fmt, a, b, _, _, _, ref = problem
     exact = np.einsum("gmk,gnk->gmn", np.asarray(a, np.float64), np.asarray(b, np.float64))
