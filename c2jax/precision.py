@@ -89,7 +89,8 @@ def dot_general_for(recipe: str, key: jax.Array | None = None, *, impl: str = "a
     Args:
       recipe: "bf16" (returns ``jax.lax.dot_general`` itself), "mxfp8", "nvfp4", or "identity".
       key: jax.random key for nvfp4 stochastic rounding; vary it per step and per layer.
-      impl: pallas_kernels implementation ("auto": jnp reference on CPU, kernels on GPU).
+      impl: pallas_kernels implementation ("auto": jnp references on CPU; on a GPU the Pallas
+        quantizers with XLA bf16 GEMMs, or cuDNN block-scaled GEMMs on Blackwell).
       weight_operand: "rhs" (Flax Dense, ``einsum(x, w)``) or "lhs"; nvfp4 quantizes the
         weight in 16x16 tiles and its gradient's GEMM gets the Hadamard transform.
       stochastic_rounding, hadamard, hadamard_seed: nvfp4 ablation knobs (TE's
