@@ -8,12 +8,14 @@ with scripted agents:
 - broken: the broken tree, NullAgent, `runs` times;
 - reference: the broken tree, the environment's OracleAgent (applies reference.diff), `runs`.
 
-A test whose status varies within any of the three groups is flaky and dropped; one slower
-than `SLOW_TEST_S` in the clean runs is dropped too (deselected in the other runs). Target
+A test of the clean package whose status varies within any of the three groups is flaky and
+dropped; one slower than `SLOW_TEST_S` in the clean runs is dropped too (deselected in the
+other runs), and so is one that fails on the clean package. (`classify` has the rules.) Target
 (fail-to-pass) tests pass in every clean and reference run and fail in every broken run;
 pass-to-pass tests pass in all of them. A candidate is rejected when a stable test that passes
 on the untouched package fails with the reference fix (the fix is wrong), when no stable test
-is a target, or when grading itself failed. (Test ids survive a refactor's rename: the tests'
+is a target, when the task's deselections would remove a target, or when grading itself
+failed. (Test ids survive a refactor's rename: the tests'
 own names do not change.)
 """
 from __future__ import annotations
@@ -115,31 +117,73 @@ def validate(candidate: Candidate, *, runs: int = 3,
     if failures:
         return Validation(False, (f"grading failed: {failures[0]}",), (), (), (), ())
     statuses = {name: [status for status, _, _ in runs_] for name, runs_ in groups.items()}
+    verdict = classify(statuses, slow)
+    reasons = []
+    if verdict.wrong_fix:
+        reasons.append(f"the reference fix fails {len(verdict.wrong_fix)} test(s) that pass on "
+                       f"the clean tree: {', '.join(verdict.wrong_fix[:5])}")
+    test_paths = sorted(candidate.tests)
+    stuck = [t for t in verdict.excluded if node_id(t, test_paths) is None]
+    if stuck:
+        reasons.append(f"{len(stuck)} test(s) to drop cannot be deselected: {stuck[:3]}")
+    hidden = deselected_targets(verdict.fail_to_pass, verdict.excluded, test_paths)
+    if hidden:
+        reasons.append(f"the task's test command would deselect {len(hidden)} target test(s), "
+                       f"e.g. {hidden[0]}")
+    if not verdict.fail_to_pass:
+        reasons.append(f"no test fails in all {runs} broken runs and passes in every clean "
+                       f"and reference run"
+                       + (f" ({len(verdict.flaky)} flaky dropped)" if verdict.flaky else ""))
+    return Validation(not reasons, tuple(reasons), verdict.fail_to_pass, verdict.pass_to_pass,
+                      verdict.flaky, verdict.excluded, tuple(slow))
+
+
+@dataclasses.dataclass(frozen=True)
+class Classified:
+    """Test ids sorted by their outcomes over the clean / broken / reference runs."""
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    flaky: tuple[str, ...]
+    excluded: tuple[str, ...]      # what the task's test command deselects
+    wrong_fix: tuple[str, ...]     # pass on the clean tree, not with the reference fix
+
+
+def classify(statuses: dict[str, list[dict[str, str]]], slow: Sequence[str] = ()
+             ) -> Classified:
+    """Sorts the test ids of `statuses` ({"clean" | "broken" | "reference": one {test id:
+    status} per run}).
+
+    Only tests of the clean package can be dropped: an id that exists only in broken or
+    reference runs is a collection error of the broken tree (a module-level JUnit entry, e.g.
+    a file whose imports the ablation broke). Dropping it would deselect its whole file, and
+    with it the targets in that file, which is exactly the breakage the task is about.
+    """
     ids = sorted({t for runs_ in statuses.values() for run in runs_ for t in run} - set(slow))
+    clean_ids = {t for run in statuses["clean"] for t in run}
 
     def outcomes(group: str, test: str) -> set[str]:
         return {run.get(test, "missing") for run in statuses[group]}
 
-    flaky = [t for t in ids if any(len(outcomes(g, t)) > 1 for g in statuses)]
+    flaky = [t for t in ids if t in clean_ids and any(len(outcomes(g, t)) > 1 for g in statuses)]
     stable = [t for t in ids if t not in flaky]
     passes = {g: {t for t in stable if outcomes(g, t) == {"passed"}} for g in statuses}
     f2p = sorted(t for t in stable if t in passes["clean"] and t in passes["reference"]
                  and "passed" not in outcomes("broken", t))
     p2p = sorted(passes["clean"] & passes["broken"] & passes["reference"])
     wrong_fix = sorted(passes["clean"] - passes["reference"])
-    excluded = sorted(set(flaky) | set(slow) | (set(stable) - passes["clean"]))
-    reasons = []
-    if wrong_fix:
-        reasons.append(f"the reference fix fails {len(wrong_fix)} test(s) that pass on the "
-                       f"clean tree: {', '.join(wrong_fix[:5])}")
-    stuck = [t for t in excluded if node_id(t, sorted(candidate.tests)) is None]
-    if stuck:
-        reasons.append(f"{len(stuck)} test(s) to drop cannot be deselected: {stuck[:3]}")
-    if not f2p:
-        reasons.append(f"no test fails in all {runs} broken runs and passes in every clean "
-                       f"and reference run" + (f" ({len(flaky)} flaky dropped)" if flaky else ""))
-    return Validation(not reasons, tuple(reasons), tuple(f2p), tuple(p2p), tuple(flaky),
-                      tuple(excluded), tuple(slow))
+    failing_on_clean = {t for t in stable if t in clean_ids} - passes["clean"]
+    excluded = sorted(set(flaky) | set(slow) | failing_on_clean)
+    return Classified(tuple(f2p), tuple(p2p), tuple(flaky), tuple(excluded), tuple(wrong_fix))
+
+
+def deselected_targets(targets: Sequence[str], excluded: Sequence[str],
+                       test_paths: Sequence[str]) -> list[str]:
+    """Targets that a `--deselect` of an excluded id would also remove (pytest deselects by
+    node-id prefix: a file's id deselects every test in it)."""
+    dropped = [n for n in (node_id(t, test_paths) for t in excluded) if n]
+    return [t for t in targets
+            if any((node_id(t, test_paths) or "") == d
+                   or (node_id(t, test_paths) or "").startswith(d + "::") for d in dropped)]
 
 
 def slow_tests(clean: Runs, limit: float = SLOW_TEST_S) -> list[str]:

@@ -68,3 +68,26 @@ def test_a_hanging_test_fails_alone_and_the_run_reports_the_rest(tmp_path):
         env.close()
     assert why is None
     assert status == {"tests.test_h::test_hangs": "failed", "tests.test_h::test_ok": "passed"}
+
+
+def test_a_collection_error_of_the_broken_tree_is_not_dropped():
+    # toolz, seed 1: the ablation broke an import, so every broken run reports a module-level
+    # entry per file. Dropping those ids deselected whole files, and the oracle ran no test.
+    clean = {"tests.test_a::test_x": "passed", "tests.test_a::test_y": "passed",
+             "tests.test_b::test_z": "failed"}
+    broken = {"tests.test_a": "failed", "tests.test_b": "failed"}
+    statuses = {"clean": [clean] * 3, "broken": [broken] * 3, "reference": [clean] * 3}
+    verdict = validate.classify(statuses)
+    assert verdict.fail_to_pass == ("tests.test_a::test_x", "tests.test_a::test_y")
+    assert verdict.excluded == ("tests.test_b::test_z",)       # fails on the clean package
+    # A module entry that varies between broken runs is not "flaky" either.
+    statuses["broken"] = [broken, {}, broken]
+    assert validate.classify(statuses).excluded == ("tests.test_b::test_z",)
+
+
+def test_a_deselection_that_would_remove_a_target_is_caught():
+    paths = ["tests/test_a.py", "tests/test_b.py"]
+    targets = ["tests.test_a::test_x", "tests.test_b::test_y"]
+    assert validate.deselected_targets(targets, ["tests.test_a"], paths) == [
+        "tests.test_a::test_x"]
+    assert validate.deselected_targets(targets, ["tests.test_a::test_x2"], paths) == []
