@@ -21,20 +21,16 @@ import ast
 import json
 import os
 import platform
-import shlex
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from absl import app, flags
 
 from c2jax.data import corpus
 from c2jax.data.tokenizer import tokenizer_from_config
-from c2jax.train.metrics import METRICS_FILE, read_records
 from configs import longctx_tiny, pretrain_tiny, sft_tiny
 from experiments.bench_data import time_pipeline
+from experiments.stage_runs import evals, run_stage
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/stages_tiny", "where every stage's run goes")
 _LONGCTX_DEVICES = flags.DEFINE_integer(
@@ -48,26 +44,6 @@ SHORT = pretrain_tiny.SEQ_LEN
 LONG = longctx_tiny.SEQ_LEN
 #: A function body the SFT conversations use: long enough to be code, short enough to fit.
 _BODY_LINES = (3, 40)
-
-
-def run_stage(module: str, config: str, workdir: Path, *overrides: str,
-              devices: int = 1) -> dict:
-    """Runs one entry point to completion; returns its wall time and its metrics records."""
-    command = [sys.executable, "-m", module, f"--config={config}", f"--workdir={workdir}",
-               "--config.train.progress_bar=False", *overrides]
-    env = dict(os.environ)
-    if devices > 1:
-        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "")
-                            + f" --xla_force_host_platform_device_count={devices}").strip()
-    print(f"\n$ {'XLA_FLAGS=' + shlex.quote(env['XLA_FLAGS']) + ' ' if devices > 1 else ''}"
-          f"{shlex.join(command)}", flush=True)
-    start = time.perf_counter()
-    subprocess.run(command, check=True, env=env)
-    return {"seconds": time.perf_counter() - start, "records": read_records(workdir / METRICS_FILE)}
-
-
-def evals(run: dict) -> list[dict]:
-    return [r for r in run["records"] if "eval_loss" in r]
 
 
 def median_train_tokens_per_sec(run: dict) -> float:
