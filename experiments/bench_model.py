@@ -5,10 +5,12 @@
 For each preset, the same weights (exported with `c2jax.save_hf`, loaded with
 `AutoModelForCausalLM.from_pretrained`) and the same batch run one training step (forward,
 next-token cross-entropy, backward, AdamW) in:
-  * HF transformers DeepseekV3ForCausalLM, torch CPU, float32, eager attention;
-  * c2jax in float32 and in bfloat16 compute (float32 master weights), jitted, with the
-    `capacity` dispatch at `--capacity_factor` (its measured dropped fraction is printed: HF is
-    dropless) and the dropless `dense` reference for the tiny preset.
+  * HF transformers DeepseekV3ForCausalLM, torch CPU, eager attention, in float32 (the
+    issue's reference: "vs HF" divides by it) and under torch's CPU bf16 autocast;
+  * c2jax in float32 and in bfloat16 compute (float32 master weights, `layers.mixed_einsum`),
+    jitted, with the `capacity` dispatch at `--capacity_factor` (its measured dropped fraction
+    is printed: HF is dropless) and the dropless `dense` reference for the tiny preset, and
+    `model.scan_unroll = --scan_unroll` (default 0: the layer stacks unrolled).
 Steps alternate between the contenders (round-robin) so machine noise hits them alike. The
 machine's matmul peak is measured in the same run (jit 2048^3, float32 and bf16 -> f32), and
 MFU = model FLOPs per step (c2jax.flops: 6 N_active + attention) / step time / that peak.
@@ -37,6 +39,7 @@ flags.DEFINE_list("presets", ["tiny", "small"], "model presets to measure")
 flags.DEFINE_integer("rounds", 5, "timed steps per contender (after one warm-up step)")
 flags.DEFINE_float("capacity_factor", 1.25, "capacity factor of the c2jax capacity dispatch")
 flags.DEFINE_integer("threads", 2, "torch intra-op threads (XLA:CPU uses every core)")
+flags.DEFINE_integer("scan_unroll", 0, "c2jax model.scan_unroll (0: the layer stacks unrolled)")
 
 BATCH = {"tiny": (8, 256), "small": (8, 512)}
 
@@ -82,7 +85,9 @@ def c2jax_step(cfg, variables, tokens):
     return run
 
 
-def hf_step(path: str, tokens):
+def hf_step(path: str, tokens, autocast_bf16: bool = False):
+    """HF's training step in float32, or with torch's CPU bf16 autocast (bf16 matmuls,
+    float32 master weights: the same recipe as c2jax's bf16 compute)."""
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").float()
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -90,8 +95,9 @@ def hf_step(path: str, tokens):
 
     def run():
         opt.zero_grad(set_to_none=True)
-        logits = model(ids[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast_bf16):
+            logits = model(ids[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
                                                  ids[:, 1:].reshape(-1))
         loss.backward()
         opt.step()
@@ -110,6 +116,8 @@ def measure(preset: str, rounds: int, capacity_factor: float):
     with tempfile.TemporaryDirectory() as tmp:
         c2jax.save_hf(tmp, base, variables)
         contenders["HF transformers f32"] = ("float32", hf_step(tmp, tokens))
+        contenders["HF transformers bf16 autocast"] = ("bfloat16",
+                                                       hf_step(tmp, tokens, autocast_bf16=True))
     variants = [("float32", "capacity"), ("bfloat16", "capacity")]
     if preset == "tiny":
         variants.append(("float32", "dense"))
@@ -120,6 +128,7 @@ def measure(preset: str, rounds: int, capacity_factor: float):
             cfg.dtype = dtype
             cfg.moe_dispatch = dispatch
             cfg.capacity_factor = capacity_factor
+            cfg.scan_unroll = FLAGS.scan_unroll
         name = f"c2jax {'f32' if dtype == 'float32' else 'bf16'} {dispatch}"
         if dispatch == "capacity":
             name += f" cf={capacity_factor:g}"

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 
 from c2jax.model.config import qk_head_dim
-from c2jax.model.layers import RMSNorm, make_param, project
+from c2jax.model.layers import RMSNorm, make_param, mixed_einsum, project
 from c2jax.model.rope import apply_rotary, softmax_scale
 from c2jax.sharding import constrain, mesh_axis_size
 
@@ -220,9 +220,15 @@ def _attend(q, k, value, mask, scale, dtype):
     """q `[b, q, h, d]`, k `[b, k, h, d]`, value `[b, k, h, v]`, mask bool `[b, q, k]`."""
     # The mask enters as an additive bias `[b, 1, q, k]`, broadcast over heads by the add.
     bias = jnp.where(mask, 0.0, _MASKED).astype(jnp.float32)[:, None]
-    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k.astype(q.dtype),
-                        preferred_element_type=jnp.float32) * scale + bias
-    probs = jax.nn.softmax(scores, axis=-1)
-    out = jnp.einsum("bhqk,bkhv->bqhv", probs.astype(dtype), value.astype(dtype),
-                     preferred_element_type=jnp.float32)
-    return out.astype(dtype)
+    if jnp.dtype(dtype) == jnp.float32:
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k.astype(q.dtype),
+                            preferred_element_type=jnp.float32)
+    else:   # bf16 operands and f32 scores; the backward's dq, dk GEMMs take a bf16 dS
+        heads_first = lambda t: t.astype(dtype).transpose(0, 2, 1, 3)       # [b, h, s, d]
+        scores = mixed_einsum("bhqd,bhkd->bhqk", heads_first(q), heads_first(k), jnp.float32)
+    probs = jax.nn.softmax(scores * scale + bias, axis=-1)
+    if jnp.dtype(dtype) == jnp.float32:
+        return jnp.einsum("bhqk,bkhv->bqhv", probs, value.astype(dtype),
+                          preferred_element_type=jnp.float32)
+    out = mixed_einsum("bhqk,bhkv->bhqv", probs.astype(dtype), heads_first(value))
+    return out.transpose(0, 2, 1, 3)

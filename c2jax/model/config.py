@@ -69,6 +69,10 @@ def model_config(**overrides) -> ml_collections.ConfigDict:
     c.dtype = "float32"              # activation/compute dtype
     c.param_dtype = "float32"        # master weight dtype
     c.remat_policy = "none"          # "none" | "full" | "dots" (save matmul outputs) | "dots_no_batch"
+    # Layers per iteration of the scanned layer stacks (0 = unroll them completely). Unrolled,
+    # XLA keeps each layer's residuals apart instead of stacking them in a loop carry: on a
+    # CPU the `small` step went from 4.4 to 3.7 s; compiles take longer with many layers.
+    c.scan_unroll = 1
     # Low-precision recipe of every dense and expert matmul: "bf16" (plain, in `dtype`),
     # "mxfp8" or "nvfp4" (quantized fprop/dgrad/wgrad, see docs/low_precision.md).
     c.precision_recipe = "bf16"
@@ -91,7 +95,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
         if int(cfg[f]) <= 0:
             _fail(f, cfg[f], "must be positive")
     for f in ("q_lora_rank", "qk_nope_head_dim", "num_mtp_layers", "n_shared_experts",
-              "attention_block_size"):
+              "attention_block_size", "scan_unroll"):
         if int(cfg[f]) < 0:
             _fail(f, cfg[f], "must be >= 0")
     if cfg.qk_rope_head_dim % 2:

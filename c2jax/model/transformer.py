@@ -119,6 +119,7 @@ def _stack(cfg, moe: bool, length: int, name: str, scan_replay: bool) -> nn.Modu
                  nn.broadcast),
         length=length,
         metadata_params={nn.PARTITION_NAME: "layers"},
+        unroll=cfg.scan_unroll or length,
     )
     return scanned(cfg, moe, name=name)
 
