@@ -82,6 +82,7 @@ def c2jax_step(cfg, variables, tokens):
                                                               tokens)
         jax.block_until_ready(loss)
         return float(loss), float(dropped)
+    run.lowered = lambda: jitted.lower(state["params"], state["opt"], tokens)  # for profiling
     return run
 
 

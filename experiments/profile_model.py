@@ -1,91 +1,129 @@
-"""Where a training step's time goes: forward vs forward+backward of model ablations.
+"""Where a training step's time goes: one jitted step traced with jax.profiler, op time by part
+of the model.
 
-    python -m experiments.profile_model [--preset=small] [--batch=8] [--seq=512]
+    python -m experiments.profile_model [--preset=small] [--dtype=bfloat16] [--scan_unroll=0]
+        [--rounds=5] [--capacity_factor=1.25] [--attention_block_size=N]
 
-Jitted f32 `jax.grad` of the mean next-token NLL (no optimizer) for the preset, the preset cut
-to its first dense layer, to one dense + one MoE layer, and one layer's attention core alone
-(c2jax.model.attention.attention_core with causal blocks). Best of `--rounds` after a warm-up.
-The difference between rows is what one MoE layer or the attention core costs; compare with
-`experiments/bench_model.py`, which times the whole step against HF transformers.
+Builds the step `experiments/bench_model.py` times (forward, next-token cross-entropy, backward,
+AdamW; no MTP), runs it `--rounds` times (median printed), then traces one more call and sums
+the duration of every XLA op (fusion, dot, copy...) in the trace by the model part its
+`op_name` metadata names: self-attention, routed experts (router, dispatch, expert GEMMs,
+combine), shared expert, dense MLP, output head / embedding, norms, the rest (loss, optimizer,
+layer-loop bookkeeping). The forward and backward (`transpose(...)` in the op name) are
+reported apart, and the `--top` slowest single ops are listed. On CPU two cores run ops side by
+side, so the op times add up to more than the step.
 """
 from __future__ import annotations
 
+import collections
+import gzip
+import json
+import re
+import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 from absl import app, flags
 
-from c2jax.model import apply, init
-from c2jax.model.attention import attention_core
-from c2jax.model.config import qk_head_dim
 from configs.models import get_config
+from experiments.bench_model import BATCH, c2jax_step
+from c2jax.model import init
 
 FLAGS = flags.FLAGS
+# --scan_unroll, --capacity_factor and --rounds are bench_model's flags (imported above).
 flags.DEFINE_string("preset", "small", "model preset")
-flags.DEFINE_integer("batch", 8, "rows")
-flags.DEFINE_integer("seq", 512, "tokens per row")
-flags.DEFINE_integer("rounds", 2, "timed calls per measurement (after one warm-up)")
+flags.DEFINE_string("dtype", "bfloat16", "compute dtype")
+flags.DEFINE_integer("attention_block_size", None, "override model.attention_block_size")
+flags.DEFINE_integer("top", 15, "slowest single ops to list")
+
+#: (part, regex on the op_name metadata), first match wins.
+PARTS = (("self-attention", r"self_attn"), ("routed experts", r"mlp/(experts|router|gate)|moe"),
+         ("shared expert", r"shared_expert"), ("dense MLP", r"/mlp/"),
+         ("output head / embedding", r"lm_head|embed"), ("norms", r"norm"))
+_SKIP = ("ThunkExecutor", "$", "SlinkyThreadPool", "while")
 
 
-def best_seconds(fn, *args) -> float:
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(FLAGS.rounds):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return min(times)
+def part_of(op_name: str) -> str:
+    for part, pattern in PARTS:
+        if re.search(pattern, op_name):
+            return part
+    return "rest (loss, optimizer, loop bookkeeping)"
 
 
-def model_row(cfg) -> tuple[float, float]:
-    variables = init(cfg, jax.random.key(0))
-    tokens = jax.random.randint(jax.random.key(1), (FLAGS.batch, FLAGS.seq), 0, cfg.vocab_size)
+def op_names(hlo_text: str) -> dict[str, str]:
+    """HLO instruction name -> the op_name of it or, for a fusion without one, of the last
+    instruction in its fused computation that has one."""
+    calls = dict(re.findall(r"%([\w.-]+) = [^\n]*?calls=%([\w.-]+)", hlo_text))
+    bodies = {m.group(1).lstrip("%"): m.group(2)
+              for m in re.finditer(r"\n(%?[\w.-]+) [^\n]*\{\n(.*?)\n\}", hlo_text, re.S)}
+    names = {}
+    for line in hlo_text.split("\n"):
+        match = re.match(r"\s*(?:ROOT )?%([\w.-]+) = ", line)
+        if not match or match.group(1) in names:
+            continue
+        own = re.search(r'op_name="([^"]*)"', line)
+        inner = re.findall(r'op_name="([^"]*)"', bodies.get(calls.get(match.group(1), ""), ""))
+        names[match.group(1)] = own.group(1) if own else (inner[-1] if inner else "")
+    return names
 
-    def loss(params, tokens):
-        logits, _ = apply({**variables, "params": params}, tokens, cfg=cfg)
-        logp = jax.nn.log_softmax(logits.astype(jnp.float32))
-        return -jnp.mean(jnp.take_along_axis(logp[:, :-1], tokens[:, 1:, None], -1))
 
-    params = variables["params"]
-    return (best_seconds(jax.jit(loss), params, tokens),
-            best_seconds(jax.jit(jax.grad(loss)), params, tokens))
-
-
-def attention_row(cfg) -> tuple[float, float]:
-    b, s, h = FLAGS.batch, FLAGS.seq, cfg.num_attention_heads
-    keys = jax.random.split(jax.random.key(2), 3)
-    q = jax.random.normal(keys[0], (b, s, h, qk_head_dim(cfg)))
-    k = jax.random.normal(keys[1], (b, s, h, qk_head_dim(cfg)))
-    v = jax.random.normal(keys[2], (b, s, h, cfg.v_head_dim))
-    segments = jnp.ones((b, s), jnp.int32)
-    positions = jnp.broadcast_to(jnp.arange(s), (b, s))
-
-    def core(q, k, v):
-        return attention_core(q, k, v, segments, positions, segments, positions, 0.1,
-                              jnp.float32, cfg.attention_block_size)
-
-    loss = lambda q, k, v: jnp.sum(core(q, k, v) ** 2)
-    return (best_seconds(jax.jit(core), q, k, v),
-            best_seconds(jax.jit(jax.grad(loss, argnums=(0, 1, 2))), q, k, v))
+def op_durations(trace_dir: str) -> collections.Counter:
+    """XLA op name -> summed duration (microseconds) in the newest trace under trace_dir."""
+    path = sorted(Path(trace_dir).rglob("*.trace.json.gz"))[-1]
+    events = json.load(gzip.open(path))["traceEvents"]
+    durations = collections.Counter()
+    for event in events:
+        if event.get("ph") == "X" and not event["name"].startswith(_SKIP):
+            durations[event["name"]] += event["dur"]
+    return durations
 
 
 def main(argv):
     del argv
     cfg = get_config(FLAGS.preset)
-    dense = cfg.first_k_dense_replace
-    rows = [(f"{FLAGS.preset} ({dense} dense + {cfg.num_hidden_layers - dense} MoE layers)",
-             model_row(cfg))]
-    for label, layers in (("1 dense layer only", 1), ("1 dense + 1 MoE layer", 2)):
-        cut = get_config(FLAGS.preset)
-        with cut.unlocked():
-            cut.num_hidden_layers, cut.first_k_dense_replace = layers, 1
-        rows.append((label, model_row(cut)))
-    rows.append(("attention core alone, one layer", attention_row(cfg)))
-    print(f"\n## {FLAGS.preset}, {FLAGS.batch}x{FLAGS.seq}, f32, jit\n")
-    print("| model | forward s | forward+backward s |\n|---|---:|---:|")
-    for label, (fwd, grad) in rows:
-        print(f"| {label} | {fwd:.3f} | {grad:.3f} |")
+    with cfg.unlocked():
+        cfg.num_mtp_layers = 0
+        cfg.dtype = FLAGS.dtype
+        cfg.capacity_factor = FLAGS.capacity_factor
+        cfg.scan_unroll = FLAGS.scan_unroll
+        if FLAGS.attention_block_size is not None:
+            cfg.attention_block_size = FLAGS.attention_block_size
+    batch, seq = BATCH.get(FLAGS.preset, (8, 256))
+    tokens = np.random.RandomState(0).randint(0, cfg.vocab_size, (batch, seq + 1))
+    run = c2jax_step(cfg, init(cfg, jax.random.key(0)), tokens)
+    run()
+    times = []
+    for _ in range(FLAGS.rounds):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    with tempfile.TemporaryDirectory() as trace_dir:
+        jax.profiler.start_trace(trace_dir)
+        run()
+        jax.profiler.stop_trace()
+        durations = op_durations(trace_dir)
+    hlo = run.lowered().compile().as_text()
+    names = op_names(hlo)
+    by_part = collections.Counter()
+    for op, micros in durations.items():
+        name = names.get(op, "")
+        by_part[(part_of(name), "backward" if "transpose(" in name else "forward")] += micros
+    total = sum(by_part.values())
+    print(f"{FLAGS.preset} {batch}x{seq} {FLAGS.dtype}, scan_unroll={FLAGS.scan_unroll}: step "
+          f"{statistics.median(times):.3f} s (median of {FLAGS.rounds}); op time in the traced "
+          f"step {total / 1e6:.3f} s\n")
+    print("| part | forward s | backward s | share of op time |\n|---|---:|---:|---:|")
+    parts = sorted({p for p, _ in by_part}, key=lambda p: -(by_part[(p, "forward")]
+                                                              + by_part[(p, "backward")]))
+    for part in parts:
+        fwd, bwd = by_part[(part, "forward")], by_part[(part, "backward")]
+        print(f"| {part} | {fwd / 1e6:.3f} | {bwd / 1e6:.3f} | {(fwd + bwd) / total:.0%} |")
+    print("\nslowest ops:\n")
+    for op, micros in durations.most_common(FLAGS.top):
+        print(f"  {micros / 1e3:8.1f} ms  {op:36s} {names.get(op, '')[-90:]}")
 
 
 if __name__ == "__main__":
