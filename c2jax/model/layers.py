@@ -82,10 +82,26 @@ def _mixed_einsum_bwd(equation, out_dtype, residuals, g):
     g = g.astype(x.dtype)
     dx = jnp.einsum(f"{out},{w_axes}->{x_axes}", g, w.astype(x.dtype),
                     preferred_element_type=jnp.float32).astype(x.dtype)
-    x, x_axes = _contracted_last(x, x_axes, keep=w_axes, out=out)
-    dw = jnp.einsum(f"{x_axes},{out}->{w_axes}", x, g,
+    x_moved, x_moved_axes = _contracted_last(x, x_axes, keep=w_axes, out=out)
+    dw = jnp.einsum(f"{x_moved_axes},{out}->{w_axes}", x_moved, g,
                     preferred_element_type=jnp.float32).astype(w.dtype)
-    return dx, dw
+    return _sum_over_extra_axes(dx, x), _sum_over_extra_axes(dw, w)
+
+
+def _varying_axes(x) -> frozenset:
+    """The manual mesh axes x varies over inside a shard_map (empty outside one)."""
+    aval = jax.typeof(x)
+    manual = getattr(aval, "manual_axis_type", None)
+    return frozenset(manual.varying) if manual is not None else frozenset(
+        getattr(aval, "vma", ()))
+
+
+def _sum_over_extra_axes(cotangent, primal):
+    """Inside a shard_map a weight that is the same on every `fsdp` shard meets activations
+    that differ per shard; its gradient is the sum over those shards. Autodiff inserts that
+    psum itself; a custom backward has to."""
+    extra = tuple(sorted(_varying_axes(cotangent) - _varying_axes(primal)))
+    return jax.lax.psum(cotangent, extra) if extra else cotangent
 
 
 def _contracted_last(x: jax.Array, axes: str, *, keep: str, out: str) -> tuple[jax.Array, str]:
