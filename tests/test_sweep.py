@@ -144,6 +144,7 @@ def test_random_search_is_reproducible_from_its_seed():
         expand(spec(random={"x": (0.0, 1.0, "log")}, num_samples=1))
 
 
+@pytest.mark.xdist_group("ray")     # Ray tests share one xdist worker
 def test_ray_backend_runs_points_as_ray_tasks(tmp_path, monkeypatch):
     ray = pytest.importorskip("ray")
     for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",

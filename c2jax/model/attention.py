@@ -26,7 +26,8 @@ import jax.numpy as jnp
 from flax import linen as nn
 
 from c2jax.model.config import qk_head_dim
-from c2jax.model.layers import RMSNorm, make_param, mixed_einsum, project
+from c2jax.model.fused_attention import MASKED as _MASKED, causal_attention, query_blocks
+from c2jax.model.layers import RMSNorm, make_param, project
 from c2jax.model.rope import apply_rotary, softmax_scale
 from c2jax.sharding import constrain, mesh_axis_size
 
@@ -35,9 +36,6 @@ _BSHD = ("activation_batch", "activation_length", "activation_heads", "activatio
 # Gathered over `context`: the length dim is deliberately left unsharded.
 _B_FULL_S = ("activation_batch", None)
 _B_FULL_SD = ("activation_batch", None, "activation_kv")
-# A large finite negative, not -inf: a fully masked row (never produced by our masks) would
-# otherwise give NaN, and finfo.min overflows once a scale is applied in low precision.
-_MASKED = -1e30
 
 
 def document_mask(q_segments, q_positions, k_segments, k_positions) -> jax.Array:
@@ -201,34 +199,23 @@ def attention_core(q, k, value, q_segments, q_positions, k_segments, k_positions
     q `[b, sq, h, d]`, k `[b, sk, h, d]`, value `[b, sk, h, v]`, segments / positions int
     `[b, sq]` and `[b, sk]` -> `[b, sq, h, v]` in `dtype`. With `causal_block` > 0 the keys must
     be in the same natural order as the queries (sq == sk); query rows are then processed in
-    blocks of that size, each against the keys up to its own last row only.
+    blocks of that size, each against the keys up to its own last row only. Below float32 the
+    core runs with bf16 operands, f32 scores and a hand-written backward
+    (`fused_attention.causal_attention`).
     """
-    sq = q.shape[1]
-    if causal_block <= 0 or sq <= causal_block or k.shape[1] != sq:
-        return _attend(q, k, value, document_mask(q_segments, q_positions, k_segments,
-                                                  k_positions), scale, dtype)
+    def mask_of(lo, hi, keys):
+        return document_mask(q_segments[:, lo:hi], q_positions[:, lo:hi], k_segments[:, :keys],
+                             k_positions[:, :keys])
+
+    if jnp.dtype(dtype) != jnp.float32:
+        return causal_attention(q.astype(dtype), k.astype(dtype), value.astype(dtype), mask_of,
+                                scale, causal_block)
     outs = []
-    for lo in range(0, sq, causal_block):
-        hi = min(lo + causal_block, sq)
-        mask = document_mask(q_segments[:, lo:hi], q_positions[:, lo:hi], k_segments[:, :hi],
-                             k_positions[:, :hi])
-        outs.append(_attend(q[:, lo:hi], k[:, :hi], value[:, :hi], mask, scale, dtype))
-    return jnp.concatenate(outs, axis=1)
-
-
-def _attend(q, k, value, mask, scale, dtype):
-    """q `[b, q, h, d]`, k `[b, k, h, d]`, value `[b, k, h, v]`, mask bool `[b, q, k]`."""
-    # The mask enters as an additive bias `[b, 1, q, k]`, broadcast over heads by the add.
-    bias = jnp.where(mask, 0.0, _MASKED).astype(jnp.float32)[:, None]
-    if jnp.dtype(dtype) == jnp.float32:
-        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k.astype(q.dtype),
+    for lo, hi, keys in query_blocks(q.shape[1], k.shape[1], causal_block):
+        bias = jnp.where(mask_of(lo, hi, keys), 0.0, _MASKED)[:, None]      # [b, 1, q, k]
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q[:, lo:hi], k[:, :keys].astype(q.dtype),
                             preferred_element_type=jnp.float32)
-    else:   # bf16 operands and f32 scores; the backward's dq, dk GEMMs take a bf16 dS
-        heads_first = lambda t: t.astype(dtype).transpose(0, 2, 1, 3)       # [b, h, s, d]
-        scores = mixed_einsum("bhqd,bhkd->bhqk", heads_first(q), heads_first(k), jnp.float32)
-    probs = jax.nn.softmax(scores * scale + bias, axis=-1)
-    if jnp.dtype(dtype) == jnp.float32:
-        return jnp.einsum("bhqk,bkhv->bqhv", probs, value.astype(dtype),
-                          preferred_element_type=jnp.float32)
-    out = mixed_einsum("bhqk,bhkv->bhqv", probs.astype(dtype), heads_first(value))
-    return out.transpose(0, 2, 1, 3)
+        probs = jax.nn.softmax(scores * scale + bias, axis=-1)
+        outs.append(jnp.einsum("bhqk,bkhv->bqhv", probs, value[:, :keys].astype(dtype),
+                               preferred_element_type=jnp.float32))
+    return jnp.concatenate(outs, axis=1) if len(outs) > 1 else outs[0]

@@ -12,6 +12,8 @@ from tests.rl.toy_config import get_config
 from tests.rl.toy_envs import DigitsEnv, toy_tasks
 
 ray = pytest.importorskip("ray")
+# Ray tests look for Ray processes machine-wide: under xdist they share one worker.
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 def ray_processes() -> list[str]:
