@@ -16,8 +16,9 @@ written once (FlashAttention-2's, Dao 2023, sec. 3.1.2, without the tiling):
     dQ = dS K,  dK += dS^T Q,  dV += P^T dO    (bf16 operands, float32 accumulation)
 
 with dK and dV accumulated in float32 over the blocks that see each key, in place.
-Probabilities are kept from the forward in float32 (at `small`, 8 x 512 tokens: 42 MB per
-layer with 4 blocks) rather than recomputed.
+The probabilities the forward multiplies V with (bf16, at `small`, 8 x 512 tokens: 21 MB per
+layer with 4 blocks) are kept for the backward rather than recomputed; dS is formed in float32
+from them and rounded to bf16 once.
 
 Shapes: q `[b, sq, h, d]`, k `[b, sk, h, d]`, value `[b, sk, h, v]` in the compute dtype;
 `mask_of(lo, hi, keys)` returns the bool `[b, hi - lo, keys]` document mask of query rows
@@ -64,8 +65,8 @@ def _forward(q, k, value, biases, scale, blocks):
     for (lo, hi, keys), bias in zip(blocks, biases):
         scores = jnp.einsum("bhqd,bhkd->bhqk", q[:, :, lo:hi], k[:, :, :keys],
                             preferred_element_type=jnp.float32)
-        p = jax.nn.softmax(scores * scale + bias[:, None], axis=-1)
-        outs.append(jnp.einsum("bhqk,bhkv->bhqv", p.astype(q.dtype), value[:, :, :keys],
+        p = jax.nn.softmax(scores * scale + bias[:, None], axis=-1).astype(q.dtype)
+        outs.append(jnp.einsum("bhqk,bhkv->bhqv", p, value[:, :, :keys],
                                preferred_element_type=jnp.float32).astype(q.dtype))
         probs.append(p)
     return jnp.concatenate(outs, axis=2) if len(outs) > 1 else outs[0], probs
@@ -92,11 +93,12 @@ def _core_bwd(scale, blocks, residuals, g):
         g_i = g[:, :, lo:hi]
         dp = jnp.einsum("bhqv,bhkv->bhqk", g_i, value[:, :, :keys],
                         preferred_element_type=jnp.float32)
-        ds = (p * (dp - jnp.sum(dp * p, axis=-1, keepdims=True)) * scale).astype(dtype)
+        p32 = p.astype(jnp.float32)
+        ds = (p32 * (dp - jnp.sum(dp * p32, axis=-1, keepdims=True)) * scale).astype(dtype)
         dq_blocks.append(jnp.einsum("bhqk,bhkd->bhqd", ds, k[:, :, :keys],
                                     preferred_element_type=jnp.float32).astype(dtype))
         ds_t = _laid_out(ds, (0, 1, 3, 2))                                   # [b, h, k, q]
-        p_t = _laid_out(p.astype(dtype), (0, 1, 3, 2))
+        p_t = _laid_out(p, (0, 1, 3, 2))
         dk_i = jnp.einsum("bhkq,bhqd->bhkd", ds_t, q[:, :, lo:hi],
                           preferred_element_type=jnp.float32)
         dv_i = jnp.einsum("bhkq,bhqv->bhkv", p_t, g_i, preferred_element_type=jnp.float32)
