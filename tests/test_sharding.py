@@ -33,6 +33,23 @@ def reference():
     return variables, loss, grads
 
 
+def _sharded_loss_and_grads(cfg, layout):
+    """(variables, loss, grads) of `cfg` initialised and run on the mesh `layout`."""
+    mesh_cfg = sharding.mesh_config(**layout)
+    mesh = sharding.make_mesh(mesh_cfg)
+    variables = init_sharded(cfg, jax.random.key(0), mesh, mesh_cfg.rules)
+    with sharding.activate(mesh, mesh_cfg.rules):
+        loss, grads = _loss(cfg)(variables["params"], variables["router_bias"], TOKENS)
+    return variables, loss, grads
+
+
+def _assert_grads_close(grads, ref_grads, tol):
+    """Every gradient leaf within `tol` relative (L2) of the reference's."""
+    for (path, g), r in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree.leaves(ref_grads)):
+        err = float(jnp.linalg.norm(g - r) / (jnp.linalg.norm(r) + 1e-30))
+        assert err <= tol, (jax.tree_util.keystr(path), err)
+
+
 LAYOUTS = [dict(data=2, fsdp=2, tensor=2), dict(fsdp=1, expert=4, tensor=2),
            dict(fsdp=2, context=2, expert=2)]
 
@@ -40,17 +57,11 @@ LAYOUTS = [dict(data=2, fsdp=2, tensor=2), dict(fsdp=1, expert=4, tensor=2),
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
 def test_loss_and_grads_equal_single_device(layout, reference):
     ref_vars, ref_loss, ref_grads = reference
-    mesh_cfg = sharding.mesh_config(**layout)
-    mesh = sharding.make_mesh(mesh_cfg)
-    variables = init_sharded(CFG, jax.random.key(0), mesh, mesh_cfg.rules)
+    variables, loss, grads = _sharded_loss_and_grads(CFG, layout)
     for a, b in zip(jax.tree.leaves(variables), jax.tree.leaves(ref_vars)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
-    with sharding.activate(mesh, mesh_cfg.rules):
-        loss, grads = _loss(CFG)(variables["params"], variables["router_bias"], TOKENS)
     assert float(loss) == pytest.approx(float(ref_loss), rel=1e-5)
-    for (path, g), r in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree.leaves(ref_grads)):
-        err = float(jnp.linalg.norm(g - r) / (jnp.linalg.norm(r) + 1e-30))
-        assert err <= 1e-5, (jax.tree_util.keystr(path), err)
+    _assert_grads_close(grads, ref_grads, 1e-5)
 
     # The parameters really are laid out as the rules say.
     moe = variables["params"]["moe_layers"]["layer"]
@@ -134,12 +145,6 @@ def test_bf16_grads_equal_single_device_with_experts_and_fsdp(reference):
     cfg = model_config(capacity_factor=100.0, num_mtp_layers=1, dtype="bfloat16")
     ref_vars = reference[0]
     ref_loss, ref_grads = _loss(cfg)(ref_vars["params"], ref_vars["router_bias"], TOKENS)
-    mesh_cfg = sharding.mesh_config(fsdp=2, context=2, expert=2)
-    mesh = sharding.make_mesh(mesh_cfg)
-    variables = init_sharded(cfg, jax.random.key(0), mesh, mesh_cfg.rules)
-    with sharding.activate(mesh, mesh_cfg.rules):
-        loss, grads = _loss(cfg)(variables["params"], variables["router_bias"], TOKENS)
+    _, loss, grads = _sharded_loss_and_grads(cfg, dict(fsdp=2, context=2, expert=2))
     assert float(loss) == pytest.approx(float(ref_loss), rel=2e-3)
-    for (path, g), r in zip(jax.tree_util.tree_leaves_with_path(grads), jax.tree.leaves(ref_grads)):
-        err = float(jnp.linalg.norm(g - r) / (jnp.linalg.norm(r) + 1e-30))
-        assert err <= 3e-2, (jax.tree_util.keystr(path), err)
+    _assert_grads_close(grads, ref_grads, 3e-2)

@@ -31,6 +31,8 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from c2jax.model.layers import transposed_in_memory
+
 #: Additive score bias of a masked pair (finite: a fully masked row gives a uniform row, not NaN).
 MASKED = -1e30
 
@@ -47,20 +49,9 @@ def _heads_first(t):
     return t.transpose(0, 2, 1, 3)
 
 
-def _laid_out(t, order):
-    """t transposed to `order` and materialised: XLA:CPU would otherwise fold the transpose
-    into the dot that reads it and run a slow leading-dim contraction (see
-    `layers._contracted_last`)."""
-    t = jnp.transpose(t, order)
-    if jax.default_backend() != "cpu":
-        return t
-    shape = t.shape
-    flat = jax.lax.optimization_barrier(t.reshape(shape[:-2] + (shape[-2] * shape[-1],)))
-    return flat.reshape(shape)
-
-
 def _forward(q, k, value, biases, scale, blocks):
-    """Heads-first q/k/value; returns (out `[b, h, sq, v]` in q's dtype, f32 probs per block)."""
+    """Heads-first q/k/value; returns (out `[b, h, sq, v]`, probabilities per block), both in
+    q's dtype."""
     outs, probs = [], []
     for (lo, hi, keys), bias in zip(blocks, biases):
         scores = jnp.einsum("bhqd,bhkd->bhqk", q[:, :, lo:hi], k[:, :, :keys],
@@ -97,8 +88,9 @@ def _core_bwd(scale, blocks, residuals, g):
         ds = (p32 * (dp - jnp.sum(dp * p32, axis=-1, keepdims=True)) * scale).astype(dtype)
         dq_blocks.append(jnp.einsum("bhqk,bhkd->bhqd", ds, k[:, :, :keys],
                                     preferred_element_type=jnp.float32).astype(dtype))
-        ds_t = _laid_out(ds, (0, 1, 3, 2))                                   # [b, h, k, q]
-        p_t = _laid_out(p, (0, 1, 3, 2))
+        # [b, h, k, q] in memory: XLA:CPU's dot contracting a leading dim is 3-4x slower.
+        ds_t = transposed_in_memory(ds, (0, 1, 3, 2))
+        p_t = transposed_in_memory(p, (0, 1, 3, 2))
         dk_i = jnp.einsum("bhkq,bhqd->bhkd", ds_t, q[:, :, lo:hi],
                           preferred_element_type=jnp.float32)
         dv_i = jnp.einsum("bhkq,bhqv->bhkv", p_t, g_i, preferred_element_type=jnp.float32)

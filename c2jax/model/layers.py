@@ -107,21 +107,29 @@ def _sum_over_extra_axes(cotangent, primal):
 def _contracted_last(x: jax.Array, axes: str, *, keep: str, out: str) -> tuple[jax.Array, str]:
     """On CPU, x physically transposed so the axes it shares only with `out` (the ones the
     weight gradient sums over: tokens) come last; elsewhere x unchanged. Returns (x, its axes).
-
-    XLA:CPU folds a transpose into the dot's dimension numbers and then runs a dot that
-    contracts the leading dim of its left operand, `[k, m] x [k, n]`, 3-4x slower than the
-    same product with `[m, k]` laid out in memory (measured: 233 against 967 GFLOP/s for
-    `[4096, 512]^T x [4096, 1408]` in bf16). Merging the last two dims behind an optimization
-    barrier forces the transpose to be a real copy, a few percent of the GEMM's time.
     """
     summed = [a for a in axes if a in out and a not in keep]
     order = [a for a in axes if a not in summed] + summed
     if jax.default_backend() != "cpu" or order == list(axes) or len(axes) < 2:
         return x, axes
-    x = jnp.transpose(x, [axes.index(a) for a in order])
+    return transposed_in_memory(x, [axes.index(a) for a in order]), "".join(order)
+
+
+def transposed_in_memory(x: jax.Array, order: Sequence[int]) -> jax.Array:
+    """`jnp.transpose(x, order)`, on CPU forced to be a real copy (x has >= 2 dims).
+
+    XLA:CPU folds a transpose into the dot's dimension numbers and then runs a dot that
+    contracts the leading dim of its left operand, `[k, m] x [k, n]`, 3-4x slower than the
+    same product with `[m, k]` laid out in memory (measured: 233 against 967 GFLOP/s for
+    `[4096, 512]^T x [4096, 1408]` in bf16). Merging the last two dims behind an optimization
+    barrier makes the transpose a copy, a few percent of the GEMM's time.
+    """
+    x = jnp.transpose(x, order)
+    if jax.default_backend() != "cpu":
+        return x
     shape = x.shape
     merged = jax.lax.optimization_barrier(x.reshape(shape[:-2] + (shape[-2] * shape[-1],)))
-    return merged.reshape(shape), "".join(order)
+    return merged.reshape(shape)
 
 
 mixed_einsum.defvjp(_mixed_einsum_fwd, _mixed_einsum_bwd)
