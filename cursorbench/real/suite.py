@@ -61,6 +61,9 @@ def build_suite(out: str | Path, *, specs: Sequence[packages_lib.PackageSpec] | 
                          for g in dict.fromkeys(e["generator"] for e in report.manifest)},
         "by_package": {n: sum(1 for e in accepted if e["package"] == n) for n in versions},
         "reference_lines": report.size_distribution(),
+        "clean_run_seconds": report.clean_run_seconds,
+        "validation_seconds": {n: round(sum(e["seconds"] for e in report.manifest
+                                            if e["package"] == n), 1) for n in versions},
         "seconds": round(time.monotonic() - started, 1),
     }
     (Path(out) / "build_report.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -18,7 +18,7 @@ import math
 import random
 import shlex
 import statistics
-import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,9 +45,11 @@ _CATEGORIES = {"feature_ablation": "feature", "combined_mutations": "debug",
 
 @dataclasses.dataclass(frozen=True)
 class BuildReport:
-    """What a build did: one manifest entry per candidate, and the accepted tasks' sizes."""
+    """What a build did: one manifest entry per candidate (with its validation `seconds`),
+    the accepted tasks' sizes, and the wall seconds of one clean grading of each package."""
     manifest: list[dict[str, Any]]
     reference_lines: list[int]
+    clean_run_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def size_distribution(self) -> dict[str, float] | None:
         lines = self.reference_lines
@@ -142,27 +144,24 @@ def build(packages: Sequence[Package], out: str | Path, *, seeds: Sequence[int] 
     seeds = list(seeds)
     jobs = [(package, generator, seed) for package in packages for generator in generators_
             for seed in seeds[:math.ceil(len(seeds) * SEED_SHARE.get(generator, 1.0))]]
-    clean: dict[str, Any] = {}
-    lock = threading.Lock()
 
-    def clean_of(package: Package, candidate: Candidate):
-        with lock:                                   # one clean grading per package
-            if package.name not in clean:
-                clean[package.name] = clean_runs(
-                    {**candidate.baseline, **candidate.data}, pytest_files(candidate.tests),
-                    runs=runs, sandbox=sandbox, python=pythons.get(package.name))
-            return clean[package.name]
+    def clean_of(package: Package):
+        started = time.monotonic()
+        runs_ = clean_runs({**package.files, **package.data}, pytest_files(package.tests),
+                           runs=runs, sandbox=sandbox, python=pythons.get(package.name))
+        return runs_, (time.monotonic() - started) / runs
 
     def run(job) -> dict[str, Any]:
         package, generator, seed = job
+        started = time.monotonic()
         entry: dict[str, Any] = {"package": package.name, "generator": generator, "seed": seed}
         candidate = generators.generate(package, generator, seed)
         if candidate is None:
-            entry.update(accepted=False, reasons=["nothing to generate"])
+            entry.update(accepted=False, reasons=["nothing to generate"], seconds=0.0)
             return entry
         python = pythons.get(package.name)
         verdict = validate(candidate, runs=runs, sandbox=sandbox, python=python,
-                           clean=clean_of(package, candidate))
+                           clean=clean[package.name][0])
         entry.update(accepted=verdict.accepted, reasons=list(verdict.reasons),
                      spec=candidate.spec)
         if verdict.accepted:
@@ -172,13 +171,21 @@ def build(packages: Sequence[Package], out: str | Path, *, seeds: Sequence[int] 
             entry["task"] = path.name
             entry["reference_lines"] = json.loads((path / "task.json").read_text()
                                                   )["reference_lines"]
+        entry["seconds"] = round(time.monotonic() - started, 1)
         return entry
 
-    manifest = []
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        for entry in pool.map(run, jobs):
-            manifest.append(entry)
+        # Each package's clean grading first (all at once), then the candidates of the
+        # packages with the slowest suites first: the longest jobs do not end up alone at the
+        # end of the build while the other workers idle.
+        clean = dict(zip([p.name for p in packages], pool.map(clean_of, packages)))
+        order = sorted(range(len(jobs)), key=lambda i: -clean[jobs[i][0].name][1])
+        results = {}
+        for i, entry in zip(order, pool.map(run, [jobs[i] for i in order])):
+            results[i] = entry
             if progress:
                 progress(entry)
+    manifest = [results[i] for i in range(len(jobs))]
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    return BuildReport(manifest, [e["reference_lines"] for e in manifest if e.get("task")])
+    return BuildReport(manifest, [e["reference_lines"] for e in manifest if e.get("task")],
+                       {name: round(seconds, 1) for name, (_, seconds) in clean.items()})

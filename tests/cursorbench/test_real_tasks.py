@@ -25,6 +25,8 @@ def test_build_writes_validated_tasks_the_oracle_solves_and_null_does_not(
     accepted = [e for e in manifest if e["accepted"]]
     assert accepted, manifest
     assert report.size_distribution()["n"] == len(accepted)
+    assert all(e["seconds"] >= 0 for e in manifest)
+    assert report.clean_run_seconds.keys() == {local_package.name}
     suite = environments.load_suite(tmp_path / "suite")
     for task in suite:
         spec = json.loads((task.path / "task.json").read_text())

@@ -44,12 +44,23 @@ def test_a_task_whose_reference_fix_fails_is_rejected(local_package):
     assert "tests.test_vectors::test_dot" in verdict.reasons[0]
 
 
-def test_slow_tests_are_the_ones_slow_in_most_clean_runs():
+def test_slow_tests_are_the_ones_slow_in_the_first_clean_run():
     run = lambda seconds: ({t: "passed" for t in seconds}, None, seconds)  # noqa: E731
-    clean = [run({"t.a::x": 0.1, "t.a::slow": 3.0}), run({"t.a::x": 2.0, "t.a::slow": 2.5}),
-             run({"t.a::x": 0.2, "t.a::slow": 0.5})]
-    assert validate.slow_tests(clean) == ["t.a::slow"]       # x was slow once: the median rules
+    clean = [run({"t.a::x": 0.1, "t.a::slow": 3.0}), run({"t.a::x": 2.0})]
+    assert validate.slow_tests(clean) == ["t.a::slow"]   # x, slow later, is timed by run 1
     assert validate.slow_tests(clean, limit=10) == []
+
+
+def test_the_clean_runs_after_the_first_skip_its_slow_tests():
+    tests = {"tests/test_s.py": "import time\n\n\ndef test_slow():\n"
+                                "    end = time.monotonic() + 0.5\n"
+                                "    while time.monotonic() < end:\n        pass\n\n\n"
+                                "def test_fast():\n    pass\n"}
+    runs = validate.clean_runs({"m.py": "", **tests}, sorted(tests), slow_s=0.3)
+    assert [sorted(status) for status, _, _ in runs] == [
+        ["tests.test_s::test_fast", "tests.test_s::test_slow"],
+        ["tests.test_s::test_fast"], ["tests.test_s::test_fast"]]
+    assert validate.slow_tests(runs, 0.3) == ["tests.test_s::test_slow"]
 
 
 def test_a_hanging_test_fails_alone_and_the_run_reports_the_rest(tmp_path):
