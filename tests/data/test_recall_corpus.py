@@ -1,19 +1,19 @@
-"""The periodic-recall corpus of experiments/yarn_ablation.py: every answer token is a copy of
+"""The periodic-recall corpus of experiments/recall_corpus.py: every answer token is a copy of
 the token a fixed distance back, and a conversation fills exactly one packed row."""
 import json
 
 from c2jax.data.chat import ChatTemplate
-from experiments import yarn_ablation
+from experiments import recall_corpus
 
 
 def test_answers_copy_the_token_period_plus_two_back_and_fill_one_row(tmp_path,
                                                                        small_tokenizer):
-    words = yarn_ablation.single_token_words(small_tokenizer, 12)
+    words = recall_corpus.single_token_words(small_tokenizer, 12)
     assert all(small_tokenizer.encode(" " + w) == [small_tokenizer.encode(" " + w)[0]]
                for w in words)
     period, seq_len = 4, 64
     path = tmp_path / "recall.jsonl"
-    yarn_ablation.write_recall_corpus(path, small_tokenizer, words, 3, period, seq_len, 0)
+    recall_corpus.write_recall_corpus(path, small_tokenizer, words, 3, period, seq_len, 0)
     template, separator = ChatTemplate(small_tokenizer), words[-2:]
     separator_ids = {small_tokenizer.encode(" " + w)[0] for w in separator}
     for line in path.read_text().splitlines():
