@@ -46,7 +46,7 @@ _CATEGORIES = {"feature_ablation": "feature", "combined_mutations": "debug",
 @dataclasses.dataclass(frozen=True)
 class BuildReport:
     """What a build did: one manifest entry per candidate (with its validation `seconds`),
-    the accepted tasks' sizes, and the wall seconds of one clean grading of each package."""
+    the accepted tasks' sizes, and the mean wall seconds of a clean grading of each package."""
     manifest: list[dict[str, Any]]
     reference_lines: list[int]
     clean_run_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -157,7 +157,8 @@ def build(packages: Sequence[Package], out: str | Path, *, seeds: Sequence[int] 
         entry: dict[str, Any] = {"package": package.name, "generator": generator, "seed": seed}
         candidate = generators.generate(package, generator, seed)
         if candidate is None:
-            entry.update(accepted=False, reasons=["nothing to generate"], seconds=0.0)
+            entry.update(accepted=False, reasons=["nothing to generate"],
+                         seconds=round(time.monotonic() - started, 1))
             return entry
         python = pythons.get(package.name)
         verdict = validate(candidate, runs=runs, sandbox=sandbox, python=python,

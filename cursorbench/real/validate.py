@@ -70,8 +70,7 @@ def clean_runs(baseline: dict[str, str | bytes], tests: list[str], *, runs: int 
     """The untouched package (`baseline`: its files, data included) graded `runs` times: the
     same for every candidate of a package (test ids survive renames and moves), so a build
     computes it once per package. The first run times every test; the tests it finds slow
-    (`slow_tests`) are deselected in the others, since they are dropped anyway (dateutil's
-    suite: ~140 s of CPU with them, far less without)."""
+    (`slow_tests`) are deselected in the others, since they are dropped anyway."""
     with tempfile.TemporaryDirectory(prefix="c2jax-real-clean-") as tmp:
         env = CodingEnv(sandbox=sandbox)
         try:
