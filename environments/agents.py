@@ -29,13 +29,15 @@ class NullAgent:
 class OracleAgent:
     """Solves a task with its reference solution through the tools, as an agent would.
 
-    Applies `reference.diff` with apply_patch, runs the visible tests, and finishes with the
-    task's answer (for understanding tasks) as the summary. A task it cannot solve (no diff and
-    no answer) is a broken task, so `begin` raises.
+    Applies `reference.diff` with apply_patch, runs the visible tests (unless `run_tests` is
+    False: a validator that grades right after the fix has no use for them), and finishes with
+    the task's answer (for understanding tasks) as the summary. A task it cannot solve (no diff
+    and no answer) is a broken task, so `begin` raises.
     """
 
-    def __init__(self):
+    def __init__(self, run_tests: bool = True):
         self._plan: list[dict[str, Any]] = []
+        self._run_tests = run_tests
 
     def begin(self, task: Task, observation: dict[str, Any], info: dict[str, Any]) -> None:
         if task.reference_diff is None and task.answer is None:
@@ -44,7 +46,8 @@ class OracleAgent:
         self._plan = []
         if task.reference_diff:
             self._plan.append({"tool": "apply_patch", "args": {"diff": task.reference_diff}})
-            self._plan.append({"tool": "run_tests", "args": {}})
+            if self._run_tests:
+                self._plan.append({"tool": "run_tests", "args": {}})
         self._plan.append({"tool": "finish", "args": {
             "summary": task.answer if task.answer is not None else "Applied the reference fix."}})
 
