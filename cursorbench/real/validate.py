@@ -9,7 +9,8 @@ with scripted agents:
   others rerun only the test files that hold a suspected target (a test that passes in every
   clean run and not in the first broken one), and the other files keep the first run's
   outcomes;
-- reference: the broken tree, the environment's OracleAgent (applies reference.diff), `runs`.
+- reference: the broken tree, `ReferenceFixAgent` (applies reference.diff, runs no tests of its
+  own), `runs` times.
 
 A candidate with no suspected target after the first broken run is rejected there, without
 running the reference fix: one grading instead of 2 x `runs`.
@@ -118,8 +119,8 @@ def validate(candidate: Candidate, *, runs: int = 3,
         # A broken tree can loop forever: allow a few times the clean suite's time, not 300 s.
         clean_seconds = max((sum(s.values()) for _, _, s in clean), default=0.0)
         timeout = int(min(VALIDATION_LIMITS["test_timeout_s"], max(60, 5 * clean_seconds)))
-        broken = _write(Path(tmp) / "broken",
-                        {**candidate.broken, **candidate.tests, **candidate.data}, tests,
+        broken_files = {**candidate.broken, **candidate.tests, **candidate.data}
+        broken = _write(Path(tmp) / "broken", broken_files, tests,
                         reference=unified_diff(candidate.broken, candidate.solved),
                         python=python, deselect=deselect, test_timeout_s=timeout)
         env = CodingEnv(sandbox=sandbox)
@@ -139,9 +140,8 @@ def validate(candidate: Candidate, *, runs: int = 3,
                     # the other files' outcomes on the broken tree are run 1's.
                     files = rerun_files(suspects, tests)
                     rerun = broken if files is None else _write(
-                        Path(tmp) / "broken_targets",
-                        {**candidate.broken, **candidate.tests, **candidate.data}, files,
-                        python=python, deselect=deselect, test_timeout_s=timeout)
+                        Path(tmp) / "broken_targets", broken_files, files, python=python,
+                        deselect=deselect, test_timeout_s=timeout)
                     for _ in range(runs - 1):
                         status, why, seconds = _grade(env, rerun, environments.NullAgent)
                         if files is not None:

@@ -8,11 +8,14 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from c2jax.rl import loop
 from c2jax.rl.loop import GROUPS_FILE, train_rl
+from c2jax.rl.runtime import make_fleet
 from tests.rl.test_ray import ray_processes
 from tests.rl.toy_config import get_config
 from tests.rl.toy_envs import DigitsEnv, toy_tasks
@@ -53,7 +56,23 @@ def _actor_pids() -> set[int]:
     return {int(pid) for pid in out.split()}
 
 
-def test_killed_actor_is_restarted_and_its_episodes_rescheduled(tmp_path, policy_dir, cluster):
+def _kill_a_busy_actor(fleet) -> int:
+    """SIGKILLs (a crash, not a clean exit) an actor of `fleet` that has episodes running, once
+    the scheduler has given one some (it admits new groups on its own thread); its pid."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for actor in fleet.actors:
+            if actor.in_flight:
+                pid = ray.get(actor.handle.__ray_call__.remote(lambda _self: os.getpid()))
+                if actor.in_flight:
+                    os.kill(pid, signal.SIGKILL)
+                    return pid
+        time.sleep(0.01)
+    raise AssertionError("no actor had episodes running within 120 s")
+
+
+def test_killed_actor_is_restarted_and_its_episodes_rescheduled(tmp_path, policy_dir, cluster,
+                                                                 monkeypatch):
     config = get_config()
     with config.unlocked():
         config.init_from = str(policy_dir)
@@ -64,19 +83,24 @@ def test_killed_actor_is_restarted_and_its_episodes_rescheduled(tmp_path, policy
         config.learner.steps = 4
     seen = {}
 
+    def keep_fleet(*args, **kwargs):
+        seen["fleet"] = make_fleet(*args, **kwargs)
+        return seen["fleet"]
+
+    monkeypatch.setattr(loop, "make_fleet", keep_fleet)
+
     def kill_one_actor(step, record):
         if step == 1:
-            pids = _actor_pids()
-            seen["before"] = pids
-            os.kill(min(pids), signal.SIGKILL)        # a crash, not a clean exit
-            seen["killed"] = min(pids)
+            seen["before"] = _actor_pids()
+            seen["killed"] = _kill_a_busy_actor(seen["fleet"])
         if step == config.learner.steps:
             seen["after"] = _actor_pids()
 
     result = train_rl(config, tmp_path / "rl", tasks=toy_tasks(8), make_env=DigitsEnv,
                       on_step=kill_one_actor)
     assert result.version == config.learner.steps
-    assert len(seen["before"]) == 2 and seen["killed"] not in seen["after"]
+    assert len(seen["before"]) == 2 and seen["killed"] in seen["before"]
+    assert seen["killed"] not in seen["after"]
     assert len(seen["after"]) == 2                                   # Ray restarted it
     last = result.history[-1]
     assert last["episodes/rescheduled_total"] >= 1                   # it had episodes running
