@@ -10,7 +10,7 @@ the duration of every XLA op (fusion, dot, copy...) in the trace by the model pa
 `op_name` metadata names: self-attention, routed experts (router, dispatch, expert GEMMs,
 combine), shared expert, dense MLP, output head / embedding, norms, the rest (loss, optimizer,
 layer-loop bookkeeping). The forward and backward (`transpose(...)` in the op name) are
-reported apart, and the `--top` slowest single ops are listed. On CPU two cores run ops side by
+reported apart, and the `--top` slowest single ops are listed (of one part with `--part`). On CPU two cores run ops side by
 side, so the op times add up to more than the step.
 """
 from __future__ import annotations
@@ -38,6 +38,8 @@ flags.DEFINE_string("preset", "small", "model preset")
 flags.DEFINE_string("dtype", "bfloat16", "compute dtype")
 flags.DEFINE_integer("attention_block_size", None, "override model.attention_block_size")
 flags.DEFINE_integer("top", 15, "slowest single ops to list")
+flags.DEFINE_string("part", "", "list the slowest ops of this part only (a prefix of its name, "
+                    "e.g. 'rest' or 'routed')")
 
 #: (part, regex on the op_name metadata), first match wins.
 PARTS = (("self-attention", r"self_attn"), ("routed experts", r"mlp/(experts|router|gate)|moe"),
@@ -121,8 +123,10 @@ def main(argv):
     for part in parts:
         fwd, bwd = by_part[(part, "forward")], by_part[(part, "backward")]
         print(f"| {part} | {fwd / 1e6:.3f} | {bwd / 1e6:.3f} | {(fwd + bwd) / total:.0%} |")
-    print("\nslowest ops:\n")
-    for op, micros in durations.most_common(FLAGS.top):
+    print(f"\nslowest ops{' of ' + FLAGS.part if FLAGS.part else ''}:\n")
+    listed = [(op, micros) for op, micros in durations.most_common()
+              if part_of(names.get(op, "")).startswith(FLAGS.part)]
+    for op, micros in listed[:FLAGS.top]:
         print(f"  {micros / 1e3:8.1f} ms  {op:36s} {names.get(op, '')[-90:]}")
 
 
