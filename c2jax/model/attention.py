@@ -28,7 +28,7 @@ from flax import linen as nn
 from c2jax.model.config import qk_head_dim
 from c2jax.model.fused_attention import MASKED as _MASKED, causal_attention, query_blocks
 from c2jax.model.layers import RMSNorm, make_param, project
-from c2jax.model.rope import apply_rotary, softmax_scale
+from c2jax.model.rope import apply_rotary, deinterleave_columns, softmax_scale
 from c2jax.sharding import constrain, mesh_axis_size
 
 _BSE = ("activation_batch", "activation_length", "activation_embed")
@@ -66,6 +66,11 @@ class MLAttention(nn.Module):
         nope, rope, v_dim = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
         qk_dim = qk_head_dim(cfg)
 
+        def rotary_columns(w, start):
+            """w with the rotary part of its output in [evens, odds] order when the config's
+            layout is interleaved (`rope.deinterleave_columns`), so rotation never strides."""
+            return deinterleave_columns(w, start, rope) if cfg.rope_interleave else w
+
         # Queries, optionally through a low-rank bottleneck.
         if cfg.q_lora_rank:
             w_qa = make_param(self, "q_a_proj", (e, cfg.q_lora_rank), ("embed", "q_lora"), cfg)
@@ -73,20 +78,20 @@ class MLAttention(nn.Module):
                               ("q_lora", "heads", "head_dim"), cfg)
             q_latent = RMSNorm(cfg, cfg.q_lora_rank, name="q_a_layernorm")(
                 project("bse,er->bsr", x, w_qa, cfg))
-            q = project("bsr,rhd->bshd", q_latent, w_qb, cfg)
+            q = project("bsr,rhd->bshd", q_latent, rotary_columns(w_qb, nope), cfg)
         else:
             w_q = make_param(self, "q_proj", (e, h, qk_dim), ("embed", "heads", "head_dim"), cfg)
-            q = project("bse,ehd->bshd", x, w_q, cfg)
+            q = project("bse,ehd->bshd", x, rotary_columns(w_q, nope), cfg)
         q = constrain(q, _BSHD)
-        q_nope, q_rope = q[..., :nope], apply_rotary(q[..., nope:], cos, sin, cfg.rope_interleave)
+        q_nope, q_rope = q[..., :nope], apply_rotary(q[..., nope:], cos, sin, interleave=False)
 
         # The compact KV latent and the shared rotary key.
         w_kva = make_param(self, "kv_a_proj_with_mqa", (e, cfg.kv_lora_rank + rope),
                            ("embed", "kv_lora"), cfg)
-        kv_a = project("bse,er->bsr", x, w_kva, cfg)
+        kv_a = project("bse,er->bsr", x, rotary_columns(w_kva, cfg.kv_lora_rank), cfg)
         kv_latent = RMSNorm(cfg, cfg.kv_lora_rank, name="kv_a_layernorm")(
             kv_a[..., :cfg.kv_lora_rank])
-        k_rope = apply_rotary(kv_a[..., cfg.kv_lora_rank:], cos, sin, cfg.rope_interleave)
+        k_rope = apply_rotary(kv_a[..., cfg.kv_lora_rank:], cos, sin, interleave=False)
         w_kvb = make_param(self, "kv_b_proj", (cfg.kv_lora_rank, h, nope + v_dim),
                            ("kv_lora", "heads", "head_dim"), cfg)
         w_o = make_param(self, "o_proj", (h, v_dim, e), ("heads", "head_dim", "embed"), cfg)

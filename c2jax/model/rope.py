@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -77,6 +78,22 @@ def rotary_angles(cfg, positions: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray
     inv_freq, attention_factor = inverse_frequencies(cfg)
     angles = positions.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)
     return jnp.cos(angles) * attention_factor, jnp.sin(angles) * attention_factor
+
+
+def deinterleave_columns(w: jax.Array, start: int, rope_dim: int) -> jax.Array:
+    """`w` with its last-axis columns start..start+rope_dim reordered evens first, then odds.
+
+    A projection through the reordered weight yields the rotary part already split into the
+    (x[2i], x[2i+1]) pairs of DeepSeek's interleaved layout, [evens, odds], so the rotation
+    runs in the "rotate_half" layout on contiguous halves: the same values as
+    `apply_rotary(..., interleave=True)` on the original projection, without strided slices of
+    the activations (whose backward is an interior-padded scatter per layer). The weight is
+    small and permuting it costs one copy of it.
+    """
+    rotary = w[..., start:start + rope_dim]
+    pairs = rotary.reshape(rotary.shape[:-1] + (rope_dim // 2, 2))
+    split = jnp.swapaxes(pairs, -1, -2).reshape(rotary.shape)
+    return jnp.concatenate([w[..., :start], split, w[..., start + rope_dim:]], axis=-1)
 
 
 def apply_rotary(x: jnp.ndarray, cos: jnp.ndarray, sin: jnp.ndarray,

@@ -6,7 +6,8 @@ from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_ds
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from c2jax.model import model_config
-from c2jax.model.rope import apply_rotary, inverse_frequencies, rotary_angles, softmax_scale
+from c2jax.model.rope import (apply_rotary, deinterleave_columns, inverse_frequencies,
+                              rotary_angles, softmax_scale)
 from tests.model.hf_oracle import hf_config
 
 YARNS = [
@@ -67,3 +68,20 @@ def test_rotation_matches_hf(interleave):
                       full_sin)
     np.testing.assert_allclose(ours_q, ref_q.transpose(1, 2).numpy(), atol=1e-6)
     np.testing.assert_allclose(ours_k, ref_k[:, 0].numpy(), atol=1e-6)
+
+
+def test_deinterleaved_weight_columns_give_the_interleaved_rotation():
+    """Projecting through the reordered weight and rotating contiguous halves equals the
+    interleaved rotation of the original projection (the attention layer's fast path)."""
+    rng = np.random.RandomState(1)
+    nope, rope, extra = 4, 8, 3
+    x = rng.randn(2, 5, 6).astype(np.float32)                      # [b, s, in]
+    w = rng.randn(6, nope + rope + extra).astype(np.float32)       # [in, nope | rope | extra]
+    cos, sin = rotary_angles(model_config(qk_rope_head_dim=rope), rng.randint(0, 50, (2, 5)))
+    plain = x @ w
+    reference = apply_rotary(plain[..., nope:nope + rope], cos, sin, interleave=True)
+    reordered = np.asarray(x @ np.asarray(deinterleave_columns(w, nope, rope)))
+    fast = apply_rotary(reordered[..., nope:nope + rope], cos, sin, interleave=False)
+    np.testing.assert_array_equal(np.asarray(fast), np.asarray(reference))
+    np.testing.assert_array_equal(reordered[..., :nope], plain[..., :nope])
+    np.testing.assert_array_equal(reordered[..., nope + rope:], plain[..., nope + rope:])
