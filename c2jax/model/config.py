@@ -63,6 +63,8 @@ def model_config(**overrides) -> ml_collections.ConfigDict:
     c.seq_aux_loss_alpha = 0.0       # weight of the sequence-wise balance loss (V3 eq. 17-20); 0 = off
     c.moe_dispatch = "capacity"      # "dense" (one-hot, dropless reference) | "capacity" | "ragged"
     c.capacity_factor = 2.0          # capacity = ceil(factor * tokens * k / experts) per shard
+    c.capacity_tiers = True          # dropless capacity (>= tokens, as when sampling) runs at the
+                                     # smallest of mean-load x 1, 2, 4.. that fits (lax.switch)
     # --- Multi-Token Prediction (DeepSeek-V3 sec. 2.2) ---------------------------------------
     c.num_mtp_layers = 1             # MTP depth D; module k predicts token i+k+1
     # --- numerics and compilation ------------------------------------------------------------

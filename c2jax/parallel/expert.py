@@ -57,6 +57,11 @@ def run_experts(x, expert_ids, weights, valid, gate, up, down, cfg, batch_shape)
     mesh = active_mesh()
     if mesh is None and expert_ids.size < gate.shape[0]:
         return backends.gathered(x, expert_ids, weights, gate, up, down, cfg)
+    tokens, k = expert_ids.shape
+    if (mesh is None and backend == "capacity" and cfg.capacity_tiers
+            and backends.capacity_per_expert(tokens, k, gate.shape[0], cfg.capacity_factor)
+            >= tokens):
+        return backends.tiered(x, expert_ids, weights, valid, gate, up, down, cfg)
     if mesh is None:
         return _local(backend, cfg, None, 1, None, x, expert_ids, weights, valid, gate, up, down)
 

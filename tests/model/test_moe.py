@@ -60,10 +60,11 @@ def _expert_inputs(cfg, tokens=48, seed=0):
     return x, ids, weights, w
 
 
-@pytest.mark.parametrize("backend,tokens", [("capacity", None), ("ragged", None),
-                                            ("capacity", 3)],
-                         ids=["capacity", "ragged", "gathered_few_tokens"])
-def test_backends_equal_dense_with_gradients(backend, tokens):
+@pytest.mark.parametrize("backend,tokens,tiers", [("capacity", None, True),
+                                                  ("capacity", None, False),
+                                                  ("ragged", None, True), ("capacity", 3, True)],
+                         ids=["capacity_tiered", "capacity", "ragged", "gathered_few_tokens"])
+def test_backends_equal_dense_with_gradients(backend, tokens, tiers):
     base = model_config(capacity_factor=100.0)
     x, ids, weights, (gate, up, down) = _expert_inputs(base)
     if tokens is not None:   # 3 tokens x k=2 < 8 experts: run_experts takes the gathered path
@@ -72,7 +73,8 @@ def test_backends_equal_dense_with_gradients(backend, tokens):
     valid = jnp.ones(x.shape[0], bool)
 
     def loss(backend_name, x, weights, gate, up, down):
-        cfg = model_config(moe_dispatch=backend_name, capacity_factor=100.0)
+        cfg = model_config(moe_dispatch=backend_name, capacity_factor=100.0,
+                           capacity_tiers=tiers)
         y, dropped = run_experts(x, ids, weights, valid, gate, up, down, cfg, (1, x.shape[0]))
         return jnp.sum(jnp.sin(y)), dropped
 
@@ -85,7 +87,45 @@ def test_backends_equal_dense_with_gradients(backend, tokens):
     y_ref = run_experts(x, ids, weights, valid, gate, up, down, model_config(moe_dispatch="dense"),
                         (1, x.shape[0]))[0]
     y = run_experts(x, ids, weights, valid, gate, up, down,
-                    model_config(moe_dispatch=backend, capacity_factor=100.0), (1, x.shape[0]))[0]
+                    model_config(moe_dispatch=backend, capacity_factor=100.0,
+                                 capacity_tiers=tiers), (1, x.shape[0]))[0]
+    np.testing.assert_allclose(np.asarray(y), np.asarray(y_ref), rtol=1e-5, atol=1e-6)
+
+
+def test_capacity_tiers_double_from_the_mean_load_up_to_all_tokens():
+    assert dispatch.capacity_tiers(48, 2, 8) == [12, 24, 48]
+    assert dispatch.capacity_tiers(16, 2, 16) == [2, 4, 8, 16]
+    assert dispatch.capacity_tiers(5, 2, 4) == [3, 5]
+    assert dispatch.capacity_tiers(4, 2, 2) == [4]
+
+
+def _routing(kind: str) -> np.ndarray:
+    """48 tokens x 2 distinct experts of 8: evenly spread, or expert 0 taking the first choice
+    of 20 / all tokens."""
+    t = np.arange(48)
+    if kind == "balanced":
+        return np.stack([t % 8, (t + 1) % 8], axis=1)
+    busy = 20 if kind == "busy" else 48
+    first = np.where(t < busy, 0, 1 + t % 7)
+    second = np.where(first == 0, 1 + t % 7, 1 + (t + 1) % 7)
+    return np.stack([first, second], axis=1)
+
+
+@pytest.mark.parametrize("kind,tier", [("balanced", 12), ("busy", 24), ("all_on_one", 48)])
+def test_tiered_dispatch_is_dropless_whatever_the_busiest_expert_holds(kind, tier):
+    """48 tokens, k=2, 8 experts: tiers 12 / 24 / 48. The busiest expert's load selects the
+    tier; a tier below that load would drop slots and the result would differ from dense."""
+    cfg = model_config(capacity_factor=100.0)
+    x, _, weights, (gate, up, down) = _expert_inputs(cfg)
+    ids = _routing(kind)
+    assert (ids[:, 0] != ids[:, 1]).all()
+    assert tier // 2 < np.bincount(ids.ravel()).max() <= tier
+    ids, valid = jnp.asarray(ids, jnp.int32), jnp.ones(48, bool)
+    y_ref = run_experts(x, ids, weights, valid, gate, up, down, model_config(moe_dispatch="dense"),
+                        (1, 48))[0]
+    y, dropped = jax.jit(lambda *a: run_experts(*a, cfg, (1, 48)))(x, ids, weights, valid, gate,
+                                                                     up, down)
+    assert int(dropped) == 0
     np.testing.assert_allclose(np.asarray(y), np.asarray(y_ref), rtol=1e-5, atol=1e-6)
 
 
