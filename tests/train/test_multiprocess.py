@@ -28,6 +28,8 @@ from tests.train import multiprocess_worker as worker
 REPO = Path(__file__).resolve().parents[2]
 PROCESSES = 2
 RTOL = 1e-5
+# One xdist worker runs the whole module, so the module fixture's worker pair runs once.
+pytestmark = pytest.mark.xdist_group("multiprocess")
 
 
 def _free_port() -> int:
