@@ -10,8 +10,8 @@ the duration of every XLA op (fusion, dot, copy...) in the trace by the model pa
 `op_name` metadata names: self-attention, routed experts (router, dispatch, expert GEMMs,
 combine), shared expert, dense MLP, output head / embedding, norms, the rest (loss, optimizer,
 layer-loop bookkeeping). The forward and backward (`transpose(...)` in the op name) are
-reported apart, and the `--top` slowest single ops are listed (of one part with `--part`). On CPU two cores run ops side by
-side, so the op times add up to more than the step.
+reported apart, and the `--top` slowest single ops are listed (of one part with `--part`).
+On CPU two cores run ops side by side, so the op times add up to more than the step.
 """
 from __future__ import annotations
 
