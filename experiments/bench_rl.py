@@ -12,8 +12,10 @@ throughput   synchronous (eta = 0: generate, then train) against asynchronous (e
              the learner waited for a batch.
 kl           the learner/actor mismatch KL (k3 estimator of KL(pi_learner || pi_actor) over
              trained tokens) with a bfloat16 actor and a float32 learner, with routing replay
-             and without it. Synchronous, so every token is on-policy by version and the KL is
-             numerics plus expert-selection flips only; a float32 actor is the floor.
+             and without it, the actor's output head in float32 (the RL default,
+             `actor.head_dtype`) and in bfloat16. Synchronous by default (`--kl_eta=0`), so
+             every token is on-policy by version and the KL is numerics plus expert-selection
+             flips only; a float32 actor is the floor.
 
 The policy (`--init_from`, default the cached tiny warm start of experiments/rl.py) and the
 task order are the same for every run.
@@ -38,6 +40,8 @@ flags.DEFINE_integer("steps", 6, "learner steps per throughput run")
 flags.DEFINE_integer("warmup_steps", 1, "steps excluded from the throughput window")
 flags.DEFINE_integer("eta", 2, "staleness bound of the asynchronous run")
 flags.DEFINE_integer("kl_steps", 2, "learner steps per mismatch-KL run")
+flags.DEFINE_integer("kl_eta", 0, "staleness bound of the mismatch-KL runs (0: every token is "
+                     "on-policy by version, so the KL is numerics and routing flips only)")
 flags.DEFINE_string("suite", "mini:train:400", "tasks the actors run")
 
 
@@ -99,22 +103,30 @@ def throughput_table() -> None:
 
 
 def kl_table() -> None:
+    """Per actor numerics (dtype, head dtype): routing replay on and off; the ratio compares
+    each replay row with the no-replay row of the same numerics."""
     rows = []
-    for label, dtype, replay in (("float32 actor (floor)", "float32", True),
-                                 ("bfloat16 actor, routing replay", "bfloat16", True),
-                                 ("bfloat16 actor, no replay", "bfloat16", False)):
-        history, _ = run(bench_config(learner=dict(steps=FLAGS.kl_steps, routing_replay=replay),
-                                      staleness=dict(eta=0), actor=dict(dtype=dtype)))
-        rows.append((label, [r["learner/mismatch_kl"] for r in history],
-                     [r["learner/is_weight_max"] for r in history]))
-    without = np.mean(rows[2][1])
-    print(f"\n## Mismatch KL, bf16 actor vs fp32 learner: configs/rl_tiny.py, synchronous, "
+    for label, dtype, head in (("float32 actor (floor)", "float32", "float32"),
+                               ("bfloat16 actor, float32 head", "bfloat16", "float32"),
+                               ("bfloat16 actor, bfloat16 head", "bfloat16", "")):
+        for replay in ((True,) if dtype == "float32" else (True, False)):
+            history, _ = run(bench_config(
+                learner=dict(steps=FLAGS.kl_steps, routing_replay=replay),
+                staleness=dict(eta=FLAGS.kl_eta),
+                actor=dict(dtype=dtype, head_dtype=head)))
+            rows.append((label, replay, [r["learner/mismatch_kl"] for r in history],
+                         [r["learner/is_weight_max"] for r in history]))
+    without = {label: np.mean(kls) for label, replay, kls, _ in rows if not replay}
+    print(f"\n## Mismatch KL, actor vs fp32 learner: configs/rl_tiny.py, eta {FLAGS.kl_eta}, "
           f"{FLAGS.kl_steps} steps each\n")
-    print("| actor | mismatch KL per step | mean | vs no replay | max IS weight |")
-    print("|---|---|---:|---:|---:|")
-    for label, kls, is_max in rows:
-        print(f"| {label} | {', '.join(f'{k:.2e}' for k in kls)} | {np.mean(kls):.2e} | "
-              f"{np.mean(kls) / without:.3f} | {max(is_max):.2f} |")
+    print("| actor | routing replay | mismatch KL per step | mean | vs no replay | "
+          "max IS weight |")
+    print("|---|---|---|---:|---:|---:|")
+    for label, replay, kls, is_max in rows:
+        ratio = f"{np.mean(kls) / without[label]:.3f}" if label in without else "n/a"
+        print(f"| {label} | {'yes' if replay else 'no'} | "
+              f"{', '.join(f'{k:.2e}' for k in kls)} | {np.mean(kls):.2e} | {ratio} | "
+              f"{max(is_max):.2f} |")
 
 
 def main(argv):

@@ -70,6 +70,11 @@ def model_config(**overrides) -> ml_collections.ConfigDict:
     # --- numerics and compilation ------------------------------------------------------------
     c.dtype = "float32"              # activation/compute dtype
     c.param_dtype = "float32"        # master weight dtype
+    # Compute dtype of the output head and the final norms before it ("" = `dtype`). "float32"
+    # under a bf16 `dtype` keeps the logits a sampler draws from in full precision: the RL
+    # actor's default, the fix MiniMax-M1 (arXiv 2506.13585) reports for the gap between
+    # training and inference token probabilities.
+    c.head_dtype = ""
     c.remat_policy = "none"          # "none" | "full" | "dots" (save matmul outputs) | "dots_no_batch"
     # Layers per iteration of the scanned layer stacks (0 = unroll them completely). Unrolled,
     # XLA keeps each layer's residuals apart instead of stacking them in a loop carry: on a
@@ -142,6 +147,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
         if rs.original_max_position_embeddings <= 0:
             _fail("rope_scaling.original_max_position_embeddings",
                         rs.original_max_position_embeddings, "must be positive")
+    if cfg.head_dtype and cfg.head_dtype not in DTYPES:
+        _fail("head_dtype", cfg.head_dtype, f"choose '' (the compute dtype) or one of {DTYPES}")
     for f, allowed in (("dtype", DTYPES), ("param_dtype", DTYPES),
                                           ("remat_policy", REMAT_POLICIES),
                      ("precision_recipe", PRECISION_RECIPES)):

@@ -21,6 +21,12 @@ def dtype_of(name: str):
     return jnp.dtype(name)
 
 
+def head_dtype(cfg):
+    """The compute dtype of the output head and the norm before it: `cfg.head_dtype`, or the
+    model's compute dtype when that is empty."""
+    return dtype_of(cfg.head_dtype or cfg.dtype)
+
+
 def make_param(module: nn.Module, name: str, shape: Sequence[int], names: Sequence[str | None],
                cfg, init: str = "normal") -> jax.Array:
     """Declares a parameter of `shape` whose dims carry the logical `names`."""
@@ -136,9 +142,9 @@ mixed_einsum.defvjp(_mixed_einsum_fwd, _mixed_einsum_bwd)
 
 
 def logits_einsum(equation: str, x: jax.Array, w: jax.Array, cfg) -> jax.Array:
-    """The output head: float32 logits from x and w in the compute dtype (never through a
+    """The output head: float32 logits from x and w in `head_dtype(cfg)` (never through a
     low-precision recipe); in bf16 its backward GEMMs take the bf16 cotangent (`mixed_einsum`)."""
-    dtype = dtype_of(cfg.dtype)
+    dtype = head_dtype(cfg)
     if dtype != jnp.float32:
         return mixed_einsum(equation, x.astype(dtype), w, jnp.float32)
     return jnp.einsum(equation, x.astype(dtype), w.astype(dtype),
@@ -146,9 +152,11 @@ def logits_einsum(equation: str, x: jax.Array, w: jax.Array, cfg) -> jax.Array:
 
 
 class RMSNorm(nn.Module):
-    """x / rms(x) * weight, normalised in float32 (`[..., dim]` -> same shape)."""
+    """x / rms(x) * weight, normalised in float32 (`[..., dim]` -> same shape), returned in the
+    compute dtype, or in `head_dtype(cfg)` for a norm that feeds the output head (`head`)."""
     cfg: object
     dim: int
+    head: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -156,7 +164,8 @@ class RMSNorm(nn.Module):
         xf = x.astype(jnp.float32)
         normed = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True)
                                     + self.cfg.rms_norm_eps)
-        return (weight.astype(jnp.float32) * normed).astype(dtype_of(self.cfg.dtype))
+        out_dtype = head_dtype(self.cfg) if self.head else dtype_of(self.cfg.dtype)
+        return (weight.astype(jnp.float32) * normed).astype(out_dtype)
 
 
 class SwiGLU(nn.Module):

@@ -199,7 +199,7 @@ class Transformer(nn.Module):
             loads["moe_layers"] = {"layer": {"mlp": {"e_score_correction_bias": stack_aux["load"]}}}
             aux["routing"] = from_layout(stack_aux["ids"], axis=2)
         hidden = x
-        logits = head(from_layout(RMSNorm(cfg, cfg.hidden_size, name="norm")(x)))
+        logits = head(from_layout(RMSNorm(cfg, cfg.hidden_size, head=True, name="norm")(x)))
 
         mtp_logits = []
         for depth in range(1, cfg.num_mtp_layers + 1):
@@ -210,7 +210,7 @@ class Transformer(nn.Module):
                                             hidden, cos, sin, seg, pos)
             moe_aux.append(jax.tree.map(lambda a: a[None], layer_aux))
             loads[f"{name}_layer"] = {"mlp": {"e_score_correction_bias": layer_aux["load"]}}
-            normed = RMSNorm(cfg, cfg.hidden_size, name=f"{name}_norm")(hidden)
+            normed = RMSNorm(cfg, cfg.hidden_size, head=True, name=f"{name}_norm")(hidden)
             mtp_logits.append(head(from_layout(normed)))
         if mtp_logits:
             aux["mtp_logits"] = jnp.stack(mtp_logits)
@@ -256,7 +256,7 @@ class Transformer(nn.Module):
         aux["hidden"], aux["cache"] = x, new_cache
         if logits_at is not None:
             x = jnp.take_along_axis(x, logits_at[:, :, None], axis=1)
-        return head(RMSNorm(cfg, cfg.hidden_size, name="norm")(x)), aux
+        return head(RMSNorm(cfg, cfg.hidden_size, head=True, name="norm")(x)), aux
 
 
 class MTPStep(nn.Module):
@@ -286,7 +286,8 @@ class MTPStep(nn.Module):
                                          dict(cache, layer=jnp.zeros((), jnp.int32)),
                                          self.cache_window)
         picked = jnp.take_along_axis(hidden, logits_at[:, :, None], axis=1)
-        normed = RMSNorm(cfg, cfg.hidden_size, name=f"mtp_{self.depth}_norm")(picked)
+        normed = RMSNorm(cfg, cfg.hidden_size, head=True,
+                         name=f"mtp_{self.depth}_norm")(picked)
         return _output_head(cfg, embed)(normed), hidden, cache, aux["ids"]
 
 

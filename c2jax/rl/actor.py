@@ -47,6 +47,7 @@ class ActorSpec:
     slots: int
     steps_per_call: int
     dtype: str = "float32"          # the actor's compute dtype
+    head_dtype: str = "float32"     # its output head's ("" = dtype)
 
 
 class Actor:
@@ -54,7 +55,7 @@ class Actor:
 
     def __init__(self, spec: ActorSpec, variables, *, version: int, num_envs: int):
         cfg = ml_collections.ConfigDict(spec.model_cfg)
-        cfg.dtype = spec.dtype
+        cfg.dtype, cfg.head_dtype = spec.dtype, spec.head_dtype
         self.tokenizer = spec.tokenizer
         self.spec = spec
         engine = Engine(cfg, variables, tokenizer=self.tokenizer, version=version,

@@ -73,6 +73,8 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         max_len=2048,               # context per segment (the engine's cache length)
         steps_per_call=8,           # decode steps per compiled call
         dtype="float32",            # actor compute dtype: "float32" | "bfloat16" (learner: model)
+        head_dtype="float32",       # the output head and final norm: "float32" keeps a bf16
+                                    # actor's sampling logits full precision; "" = actor.dtype
     )
     c.rollout = _section(
         max_new_tokens=192,         # tokens per assistant turn
@@ -167,6 +169,8 @@ def validate(c) -> None:
               f"must be below actor.max_len={c.actor.max_len}")
     if c.actor.dtype not in ACTOR_DTYPES:
         _fail("actor.dtype", c.actor.dtype, f"choose one of {ACTOR_DTYPES}")
+    if c.actor.head_dtype not in ("",) + ACTOR_DTYPES:
+        _fail("actor.head_dtype", c.actor.head_dtype, f"choose '' or one of {ACTOR_DTYPES}")
     if c.runtime.backend not in RUNTIMES:
         _fail("runtime.backend", c.runtime.backend, f"choose one of {RUNTIMES}")
     if c.runtime.ray_max_restarts < 0:

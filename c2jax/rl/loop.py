@@ -214,7 +214,7 @@ def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable
         spec = ActorSpec(model_cfg=model_cfg.to_dict(), tokenizer=tokenizer, tasks=list(tasks),
                          make_env=make_env, rollout=rollout_settings(config),
                          slots=config.actor.slots, steps_per_call=config.actor.steps_per_call,
-                         dtype=config.actor.dtype)
+                         dtype=config.actor.dtype, head_dtype=config.actor.head_dtype)
         fleet = make_fleet(config, spec, _publish_copy(state), version)
         cleanup.callback(fleet.close)
         scheduler = Scheduler(fleet.actors, controller, ledger, num_tasks=len(tasks),
