@@ -85,7 +85,7 @@ def real_path(specs=None, seeds: int | None = None) -> Path:
 def build_real(specs=None, seeds: int | None = None, *, workers: int = 2,
                progress=None) -> Path:
     """Builds the real suite into the cache (if it is not there) and returns its path."""
-    from cursorbench.real import packages, suite
+    from cursorbench.real import suite
     seeds = suite.DEFAULT_SEEDS if seeds is None else seeds
     path = real_path(specs, seeds)
     return _cached(path.name, lambda tmp: suite.build_suite(

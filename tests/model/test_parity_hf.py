@@ -1,7 +1,6 @@
 """Logit and routing parity against HF transformers' DeepseekV3 (fp32, CPU), and the HF
 checkpoint round trip through c2jax.load_hf / save_hf."""
 import json
-import os
 
 import jax
 import jax.numpy as jnp

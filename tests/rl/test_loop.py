@@ -1,7 +1,6 @@
 """The actor-learner loop end to end on the toy environment (c2jax/rl/loop.py): RL learns,
 the staleness bound shows in the recorded versions, and synchronous mode is on-policy."""
 import numpy as np
-import pytest
 
 from c2jax.rl.loop import train_rl
 from tests.rl.toy_config import get_config

@@ -2,7 +2,6 @@
 import threading
 
 import numpy as np
-import pytest
 
 from c2jax.rl.ledger import Group, Ledger
 from c2jax.rl.staleness import StalenessController
