@@ -48,6 +48,7 @@ from typing import Mapping, Sequence
 
 import jax
 import ml_collections
+import numpy as np
 from absl import logging
 
 #: The launchers whose process count is in the environment, checked in jax's order: name
@@ -219,6 +220,15 @@ def global_shape(local_shape: Sequence[int], axis: int = 0) -> tuple[int, ...]:
     shape = list(local_shape)
     shape[axis] *= jax.process_count()
     return tuple(shape)
+
+
+def all_processes_agree(flag: bool) -> bool:
+    """True when `flag` is true on every process (a collective: every process must call it at
+    the same point); one process: `flag`."""
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+    return bool(multihost_utils.process_allgather(np.asarray(bool(flag))).all())
 
 
 def check_split(sharding, shape: Sequence[int], axis: int = 0, what: str = "batch") -> None:

@@ -150,6 +150,9 @@ class Transformer(nn.Module):
         """tokens int `[b, s]`; segment_ids int `[b, s]` (0 = padding; default: one document);
         positions int `[b, s]` (default 0..s-1); replay_ids int `[moe_layers, b, s, k]`.
 
+        logits_at: optional int `[b, n]`, the positions whose logits (and MTP logits) to compute
+        (`c2jax.train.head_positions`: only where a loss is taken); `s` below becomes `n`.
+
         Returns (logits float32 `[b, s, vocab]`, aux) with aux:
           `routing`     int32 `[moe_layers, b, s, k]` experts chosen per MoE layer
           `router_load` tree shaped like variables["router_bias"]: tokens per expert
@@ -198,8 +201,14 @@ class Transformer(nn.Module):
             moe_aux.append(stack_aux)
             loads["moe_layers"] = {"layer": {"mlp": {"e_score_correction_bias": stack_aux["load"]}}}
             aux["routing"] = from_layout(stack_aux["ids"], axis=2)
+        def at_head_positions(h):
+            """`[b, s, e]` in natural order, gathered to `logits_at` `[b, n]` when given."""
+            h = from_layout(h)
+            return h if logits_at is None else jnp.take_along_axis(h, logits_at[:, :, None], 1)
+
         hidden = x
-        logits = head(from_layout(RMSNorm(cfg, cfg.hidden_size, head=True, name="norm")(x)))
+        logits = head(RMSNorm(cfg, cfg.hidden_size, head=True, name="norm")(
+            at_head_positions(x)))
 
         mtp_logits = []
         for depth in range(1, cfg.num_mtp_layers + 1):
@@ -210,8 +219,9 @@ class Transformer(nn.Module):
                                             hidden, cos, sin, seg, pos)
             moe_aux.append(jax.tree.map(lambda a: a[None], layer_aux))
             loads[f"{name}_layer"] = {"mlp": {"e_score_correction_bias": layer_aux["load"]}}
-            normed = RMSNorm(cfg, cfg.hidden_size, head=True, name=f"{name}_norm")(hidden)
-            mtp_logits.append(head(from_layout(normed)))
+            normed = RMSNorm(cfg, cfg.hidden_size, head=True, name=f"{name}_norm")(
+                at_head_positions(hidden))
+            mtp_logits.append(head(normed))
         if mtp_logits:
             aux["mtp_logits"] = jnp.stack(mtp_logits)
 

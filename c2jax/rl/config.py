@@ -58,8 +58,8 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         oracle_workers=2,           # environments replaying the oracle
         sft_seq_len=2048,
         sft_batch_size=2,
-        sft_steps=150,
-        sft_learning_rate=1e-3,
+        sft_steps=250,              # (head at trained positions only: configs/sft_tiny.py)
+        sft_learning_rate=3e-3,
     )
     c.tasks = _section(
         suite="mini:train:400",     # cursorbench suite (mini:SPLIT[:N], a task directory) or

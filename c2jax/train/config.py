@@ -74,6 +74,10 @@ def train_config(**overrides) -> ml_collections.ConfigDict:
     c.max_nonfinite_steps = 5    # stop after this many consecutive NaN/Inf losses (each skipped)
     c.init_from = ""             # start a fresh run from these weights: a training workdir
                                  # (its latest checkpoint) or a model directory (checkpoint/hf.py)
+    # > 0: the LM head runs only at the positions a loss is taken at, this fraction of each row
+    # (c2jax/train/head_positions.py; SFT trains on ~1/4 of its tokens). A batch with a row
+    # that needs more runs the full-width step (compiled when first needed). 0 = every position.
+    c.head_fraction = 0.0
     c.peak_flops_per_device = 3.3e11  # for MFU; default: the dev CPU's f32 matmul peak (2 cores)
     c.progress_bar = True
     c.lock()
@@ -138,6 +142,8 @@ def _check_sections(config) -> None:
             not 0 < b < config.data.seq_len for b in buckets):
         _fail("train.eval_position_buckets", buckets,
               f"must be increasing positions in (0, data.seq_len={config.data.seq_len})")
+    if not 0.0 <= train.head_fraction <= 1.0:
+        _fail("train.head_fraction", train.head_fraction, "must be in [0, 1] (0 = every position)")
     if train.init_from and not os.path.exists(train.init_from):
         _fail("train.init_from", train.init_from, "no such directory")
 

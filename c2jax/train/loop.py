@@ -35,7 +35,8 @@ from c2jax import distributed, flops, sharding
 from c2jax.data.pipeline import make_batch_iterator
 from c2jax.data.tokenizer import load_tokenizer, tokenizer_from_config
 from c2jax.model.transformer import abstract_variables
-from c2jax.train import checkpoint, optimizer, state as state_lib, step as step_lib
+from c2jax.train import (checkpoint, head_positions, optimizer, state as state_lib,
+                         step as step_lib)
 from c2jax.train.config import ConfigError, validate
 from c2jax.train.metrics import MetricsWriter
 
@@ -186,6 +187,17 @@ class Steps:
     abstract_batch: dict           # ShapeDtypeStructs of one global batch
     train_step: step_lib.MeshFunction
     eval_step: step_lib.MeshFunction
+    head_width: int = 0            # head positions per row (`train.head_fraction`); 0 = all
+    head_train_step: step_lib.MeshFunction | None = None   # the train step on such batches
+
+    def head_batch(self) -> dict:
+        """`abstract_batch` plus the head position arrays `[global_batch, head_width]`."""
+        rows = self.abstract_batch["tokens"].shape[0]
+        return {**self.abstract_batch, **{
+            name: jax.ShapeDtypeStruct((rows, self.head_width),
+                                       np.int32 if name == "head_positions" else np.float32,
+                                       sharding=self.batch_sharding)
+            for name in head_positions.KEYS}}
 
 
 def build_steps(config, mesh) -> Steps:
@@ -199,6 +211,8 @@ def build_steps(config, mesh) -> Steps:
     shardings = state_lib.state_shardings(model_cfg, tx, mesh, rules)
     global_batch = config.data.batch_size * jax.process_count()
     batch_sharding = step_lib.batch_sharding(mesh, rules, (global_batch, config.data.seq_len))
+    head_width = (head_positions.width(config.data.seq_len, config.train.head_fraction)
+                  if config.train.head_fraction else 0)
     return Steps(
         tx=tx, shardings=shardings,
         abstract_state=state_lib.placed(state_lib.abstract_state(model_cfg, tx), shardings),
@@ -207,7 +221,26 @@ def build_steps(config, mesh) -> Steps:
                                                batch_sharding),
         train_step=step_lib.make_train_step(model_cfg, config.loss, tx, mesh, rules,
                                             shardings),
-        eval_step=step_lib.make_eval_step(model_cfg, mesh, rules, shardings))
+        eval_step=step_lib.make_eval_step(model_cfg, mesh, rules, shardings),
+        head_width=head_width,
+        head_train_step=(step_lib.make_train_step(model_cfg, config.loss, tx, mesh, rules,
+                                                  shardings) if head_width else None))
+
+
+def _train_step(steps: Steps, model_cfg, state, batch):
+    """One step on this process's numpy batch: on the head positions when configured and
+    every process's rows fit them, else full width. Metrics gain `head_full_width` (1.0 when
+    the step ran full width although head positions were configured)."""
+    if not steps.head_width:
+        return steps.train_step(state, step_lib.device_batch(batch, steps.batch_sharding))
+    heads = head_positions.head_positions(batch["loss_mask"], model_cfg.num_mtp_layers,
+                                          steps.head_width)
+    fits = distributed.all_processes_agree(heads is not None)
+    if fits:
+        batch = {**batch, **dict(zip(head_positions.KEYS, heads))}
+    step = steps.head_train_step if fits else steps.train_step
+    state, metrics = step(state, step_lib.device_batch(batch, steps.batch_sharding))
+    return state, {**metrics, "head_full_width": np.float32(not fits)}
 
 
 def train(config, workdir: str | Path) -> TrainResult:
@@ -244,7 +277,10 @@ def _run(config, workdir, tokenizer, steps: Steps, train_data, checkpointer, sta
     model_cfg, train_cfg = config.model, config.train
     start = int(jax.device_get(state.step))
     compile_start = time.perf_counter()
-    steps.train_step.compile(steps.abstract_state, steps.abstract_batch)
+    if steps.head_width:     # the full-width step compiles only if a batch ever needs it
+        steps.head_train_step.compile(steps.abstract_state, steps.head_batch())
+    else:
+        steps.train_step.compile(steps.abstract_state, steps.abstract_batch)
     evaluate = None
     if train_cfg.eval_every:
         steps.eval_step.compile(steps.abstract_state.params, steps.abstract_state.router_bias,
@@ -270,8 +306,7 @@ def _run(config, workdir, tokenizer, steps: Steps, train_data, checkpointer, sta
             step_start = time.perf_counter()
             batch = next(train_data)
             data_seconds = time.perf_counter() - step_start
-            state, metrics = steps.train_step(state,
-                                              step_lib.device_batch(batch, steps.batch_sharding))
+            state, metrics = _train_step(steps, model_cfg, state, batch)
             metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
             throughput.add(time.perf_counter() - step_start, data_seconds)
             bar.update(1)

@@ -55,14 +55,27 @@ def forward_losses(params, router_bias, batch, model_cfg):
     Returns (terms, ce, aux): terms maps "ce", "z" and "mtp_1".."mtp_D" to (sum, count) float32
     scalars, so a caller can average within a batch (training) or across batches (eval); ce is
     the next-token cross-entropy float32 `[b, s]` (unmasked); aux is the model's aux dict.
+
+    With `head_positions` / `head_valid` `[b, n]` in the batch (`c2jax.train.head_positions`)
+    the head runs at those positions only, every target and mask is gathered there, and ce is
+    `[b, n]`: the same terms when the positions cover every trained one.
     """
+    at = batch.get("head_positions")
     logits, aux = apply({"params": params, "router_bias": router_bias}, batch["tokens"],
-                        batch["segment_ids"], batch["positions"], cfg=model_cfg)
-    ce, lse = token_losses(logits, batch["targets"])
-    terms = {"ce": masked_sum_and_count(ce, batch["loss_mask"]),
-             "z": masked_sum_and_count(jnp.square(lse), batch["loss_mask"])}
+                        batch["segment_ids"], batch["positions"], cfg=model_cfg, logits_at=at)
+
+    def gathered(targets, mask):
+        if at is None:
+            return targets, mask
+        return (jnp.take_along_axis(targets, at, axis=1),
+                jnp.take_along_axis(mask, at, axis=1) * batch["head_valid"])
+
+    targets, mask = gathered(batch["targets"], batch["loss_mask"])
+    ce, lse = token_losses(logits, targets)
+    terms = {"ce": masked_sum_and_count(ce, mask),
+             "z": masked_sum_and_count(jnp.square(lse), mask)}
     for depth in range(1, model_cfg.num_mtp_layers + 1):
-        targets, mask = mtp_targets(batch, depth)
+        targets, mask = gathered(*mtp_targets(batch, depth))
         mtp_ce, _ = token_losses(aux["mtp_logits"][depth - 1], targets)
         terms[f"mtp_{depth}"] = masked_sum_and_count(mtp_ce, mask)
     return terms, ce, aux

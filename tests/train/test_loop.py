@@ -107,3 +107,19 @@ def test_bad_inputs_are_named_before_anything_is_built(make_config, empty_corpus
     with pytest.raises(ConfigError, match=pattern):
         train(make_config(**overrides), empty_corpus / "run")
     assert not (empty_corpus / "run" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("fraction, full_width", [(1.0, 0.0), (0.05, 1.0)])
+def test_head_fraction_runs_the_same_losses(pretrained, make_config, tmp_path, fraction,
+                                            full_width):
+    """At fraction 1 every batch fits the head positions (the gathered-head step runs); at
+    0.05 no packed pretraining row fits, so each step falls back to the full-width step. The
+    losses are the pretrained fixture's either way."""
+    _, reference_dir, _ = pretrained
+    config = make_config(train={"steps": 4, "head_fraction": fraction})
+    train(config, tmp_path)
+    records = [r for r in read_records(tmp_path / METRICS_FILE) if "loss" in r]
+    reference = [r for r in read_records(reference_dir / METRICS_FILE) if "loss" in r]
+    assert [r["head_full_width"] for r in records] == [full_width] * 4
+    np.testing.assert_allclose([r["loss"] for r in records], [r["loss"] for r in reference],
+                               rtol=1e-5)
