@@ -8,6 +8,8 @@
               environment (the same tools the actor uses); its conversations, cut into
               segments at self-summary turns exactly where the RL actor would restart its
               context (system + task + summary, the summary as loss-0 context), become JSONL;
+              a `sft_recovery_fraction` of the segments is also written with one failed turn
+              (`with_failed_turn`), so the policy sees how to go on after an error;
 4. sft        configs/sft_tiny.py on that JSONL (`sft_steps`), assistant tokens only.
 
 Everything goes under `$C2JAX_CACHE_DIR/warm_start/<hash of the settings>/` (default
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from pathlib import Path
 
 from absl import logging
@@ -26,6 +29,7 @@ from c2jax.data.tokenizer import cache_dir
 from c2jax.train.loop import train
 from configs import longctx_tiny, pretrain_tiny, sft_tiny
 from cursorbench import agents, harness, suites
+from environments import tool_format
 
 SFT_FILE = "sft_conversations.jsonl"
 DONE = "DONE"
@@ -45,6 +49,28 @@ def conversation_segments(messages: list[dict]) -> list[list[dict]]:
            for m in current[2:]):
         segments.append(current)
     return segments
+
+
+def with_failed_turn(segment: list[dict], rng: random.Random) -> list[dict] | None:
+    """`segment` with one failed attempt before a random tool-calling assistant turn: the
+    turn's text without its call (context, loss 0) and the error observation the environment
+    answers such a turn with. The oracle never errs, so without these the SFT policy has never
+    seen an error observation and, after its first malformed call, is off its training
+    distribution. None when the segment has no trained tool-calling turn."""
+    turns = [i for i, m in enumerate(segment) if i >= 2 and m["role"] == "assistant"
+             and m.get("tool_call") and m.get("train", True)]
+    if not turns:
+        return None
+    at = rng.choice(turns)
+    failed = segment[at]["content"]
+    try:
+        tool_format.parse_tool_call(failed)
+    except tool_format.ToolCallError as e:
+        error = f"error: {e}"
+    else:
+        return None                   # the text alone holds a call: nothing failed
+    return (segment[:at] + [{"role": "assistant", "content": failed, "train": False},
+                            {"role": "tool", "content": error}] + segment[at:])
 
 
 def _key(ws) -> str:
@@ -72,15 +98,19 @@ def sft_conversations(ws, out: Path) -> int:
     run_dir = out.parent / "oracle_run"
     harness.run(suite.tasks, agents.make_agent_factory("oracle"), run_dir, k=1,
                 workers=ws.oracle_workers, suite=suite.name, agent="oracle")
-    written = 0
+    written, rng = 0, random.Random(0)
     with open(out, "w") as f:
         for line in (run_dir / harness.TRAJECTORIES).read_text().splitlines():
             trace = json.loads(line)
             if trace.get("error") or not trace.get("messages"):
                 continue
             for segment in conversation_segments(trace["messages"]):
-                f.write(json.dumps({"messages": segment}) + "\n")
-                written += 1
+                variants = [segment]
+                if rng.random() < ws.sft_recovery_fraction:
+                    variants.append(with_failed_turn(segment, rng))
+                for messages in filter(None, variants):
+                    f.write(json.dumps({"messages": messages}) + "\n")
+                    written += 1
     return written
 
 

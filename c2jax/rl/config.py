@@ -55,6 +55,7 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         longctx_steps=40,           # YaRN x8 to 2048 tokens
         sft_tasks=300,              # mini:train tasks whose oracle trajectories SFT learns
         sft_context_chars=4000,     # oracle trajectories summarise past this many characters
+        sft_recovery_fraction=0.5,  # segments also written with a failed turn + its error
         oracle_workers=2,           # environments replaying the oracle
         sft_seq_len=2048,
         sft_batch_size=2,
