@@ -24,6 +24,6 @@ def get_config(arg=None):
         mesh=mesh_config(fsdp=-1),
         optimizer=optimizer_config(learning_rate=5e-4, warmup_steps=10, weight_decay=0.0),
         # The head runs at the trained (assistant) positions only, ~1/4 of each row here:
-        # 6,330 against 4,090 tokens/s at 2048 tokens, same losses (BENCHMARKS.md, "RL").
+        # 6,328 against 4,031 tokens/s at 2048 tokens, same losses (BENCHMARKS.md, "RL").
         train=train_config(steps=150, log_every=10, eval_every=75, eval_batches=16,
                            checkpoint_every=75, init_from=arg or "", head_fraction=0.35))

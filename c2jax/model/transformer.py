@@ -124,6 +124,11 @@ def _stack(cfg, moe: bool, length: int, name: str, scan_replay: bool) -> nn.Modu
     return scanned(cfg, moe, name=name)
 
 
+def at_positions(x, logits_at):
+    """x `[b, s, e]` at `logits_at` int `[b, n]` -> `[b, n, e]`; x itself when None."""
+    return x if logits_at is None else jnp.take_along_axis(x, logits_at[:, :, None], axis=1)
+
+
 def _output_head(cfg, embed):
     """The LM head: the tied embedding or an untied `lm_head` (`[b, s, embed]` -> logits)."""
     return embed.attend if cfg.tie_word_embeddings else LMHead(cfg, name="lm_head")
@@ -201,14 +206,9 @@ class Transformer(nn.Module):
             moe_aux.append(stack_aux)
             loads["moe_layers"] = {"layer": {"mlp": {"e_score_correction_bias": stack_aux["load"]}}}
             aux["routing"] = from_layout(stack_aux["ids"], axis=2)
-        def at_head_positions(h):
-            """`[b, s, e]` in natural order, gathered to `logits_at` `[b, n]` when given."""
-            h = from_layout(h)
-            return h if logits_at is None else jnp.take_along_axis(h, logits_at[:, :, None], 1)
-
         hidden = x
         logits = head(RMSNorm(cfg, cfg.hidden_size, head=True, name="norm")(
-            at_head_positions(x)))
+            at_positions(from_layout(x), logits_at)))
 
         mtp_logits = []
         for depth in range(1, cfg.num_mtp_layers + 1):
@@ -220,7 +220,7 @@ class Transformer(nn.Module):
             moe_aux.append(jax.tree.map(lambda a: a[None], layer_aux))
             loads[f"{name}_layer"] = {"mlp": {"e_score_correction_bias": layer_aux["load"]}}
             normed = RMSNorm(cfg, cfg.hidden_size, head=True, name=f"{name}_norm")(
-                at_head_positions(hidden))
+                at_positions(from_layout(hidden), logits_at))
             mtp_logits.append(head(normed))
         if mtp_logits:
             aux["mtp_logits"] = jnp.stack(mtp_logits)
@@ -264,9 +264,8 @@ class Transformer(nn.Module):
             if moe:
                 aux["routing"] = stack_aux["ids"]
         aux["hidden"], aux["cache"] = x, new_cache
-        if logits_at is not None:
-            x = jnp.take_along_axis(x, logits_at[:, :, None], axis=1)
-        return head(RMSNorm(cfg, cfg.hidden_size, head=True, name="norm")(x)), aux
+        return head(RMSNorm(cfg, cfg.hidden_size, head=True, name="norm")(
+            at_positions(x, logits_at))), aux
 
 
 class MTPStep(nn.Module):
@@ -295,7 +294,7 @@ class MTPStep(nn.Module):
                                          segment_ids, positions,
                                          dict(cache, layer=jnp.zeros((), jnp.int32)),
                                          self.cache_window)
-        picked = jnp.take_along_axis(hidden, logits_at[:, :, None], axis=1)
+        picked = at_positions(hidden, logits_at)
         normed = RMSNorm(cfg, cfg.hidden_size, head=True,
                          name=f"mtp_{self.depth}_norm")(picked)
         return _output_head(cfg, embed)(normed), hidden, cache, aux["ids"]
