@@ -15,7 +15,10 @@ kl           the learner/actor mismatch KL (k3 estimator of KL(pi_learner || pi_
              and without it, the actor's output head in float32 (the RL default,
              `actor.head_dtype`) and in bfloat16. Synchronous by default (`--kl_eta=0`), so
              every token is on-policy by version and the KL is numerics plus expert-selection
-             flips only; a float32 actor is the floor.
+             flips only; a float32 actor is the floor. With `--kl_eta` > 0 the KL against the
+             learner's current params also holds the policy's drift between versions; the
+             version-matched column (`learner.matched_kl`) scores each segment under the
+             params that sampled it and so stays numerics plus flips.
 
 The policy (`--init_from`, default the cached tiny warm start of experiments/rl.py) and the
 task order are the same for every run.
@@ -103,30 +106,48 @@ def throughput_table() -> None:
 
 
 def kl_table() -> None:
-    """Per actor numerics (dtype, head dtype): routing replay on and off; the ratio compares
-    each replay row with the no-replay row of the same numerics."""
+    """Per actor numerics (dtype, head dtype): routing replay on and off; the ratios compare
+    each replay row with the no-replay row of the same numerics. Two KLs per run: against the
+    learner's current params (what the update's off-policy correction sees; with staleness it
+    also holds the policy's drift) and version-matched (each segment scored under the params
+    that sampled it: numerics and expert flips only)."""
     rows = []
     for label, dtype, head in (("float32 actor (floor)", "float32", "float32"),
                                ("bfloat16 actor, float32 head", "bfloat16", "float32"),
                                ("bfloat16 actor, bfloat16 head", "bfloat16", "")):
         for replay in ((True,) if dtype == "float32" else (True, False)):
             history, _ = run(bench_config(
-                learner=dict(steps=FLAGS.kl_steps, routing_replay=replay),
+                learner=dict(steps=FLAGS.kl_steps, routing_replay=replay, matched_kl=True),
                 staleness=dict(eta=FLAGS.kl_eta),
                 actor=dict(dtype=dtype, head_dtype=head)))
-            rows.append((label, replay, [r["learner/mismatch_kl"] for r in history],
-                         [r["learner/is_weight_max"] for r in history]))
-    without = {label: np.mean(kls) for label, replay, kls, _ in rows if not replay}
+            rows.append(dict(
+                label=label, replay=replay,
+                kls=[r["learner/mismatch_kl"] for r in history],
+                matched=_token_weighted(history, "learner/mismatch_kl_matched",
+                                        "learner/matched_token_fraction"),
+                share=float(np.mean([r["learner/matched_token_fraction"] for r in history])),
+                is_max=max(r["learner/is_weight_max"] for r in history)))
+    without = {r["label"]: r for r in rows if not r["replay"]}
     print(f"\n## Mismatch KL, actor vs fp32 learner: configs/rl_tiny.py, eta {FLAGS.kl_eta}, "
           f"{FLAGS.kl_steps} steps each\n")
-    print("| actor | routing replay | mismatch KL per step | mean | vs no replay | "
-          "max IS weight |")
-    print("|---|---|---|---:|---:|---:|")
-    for label, replay, kls, is_max in rows:
-        ratio = f"{np.mean(kls) / without[label]:.3f}" if label in without else "n/a"
-        print(f"| {label} | {'yes' if replay else 'no'} | "
-              f"{', '.join(f'{k:.2e}' for k in kls)} | {np.mean(kls):.2e} | {ratio} | "
-              f"{max(is_max):.2f} |")
+    print("| actor | routing replay | KL vs current params, per step | mean | vs no replay | "
+          "version-matched KL | vs no replay | matched tokens | max IS weight |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        base = without.get(r["label"])
+        ratio = f"{np.mean(r['kls']) / np.mean(base['kls']):.3f}" if base else "n/a"
+        matched_ratio = f"{r['matched'] / base['matched']:.3f}" if base else "n/a"
+        print(f"| {r['label']} | {'yes' if r['replay'] else 'no'} | "
+              f"{', '.join(f'{k:.2e}' for k in r['kls'])} | {np.mean(r['kls']):.2e} | "
+              f"{ratio} | {r['matched']:.2e} | {matched_ratio} | {r['share']:.0%} | "
+              f"{r['is_max']:.2f} |")
+
+
+def _token_weighted(history: list[dict], value: str, weight: str) -> float:
+    """Mean of a per-step metric over the steps, each weighted by its token share."""
+    weights = np.asarray([r[weight] for r in history])
+    values = np.nan_to_num(np.asarray([r[value] for r in history]))
+    return float(np.sum(values * weights) / max(np.sum(weights), 1e-12))
 
 
 def main(argv):

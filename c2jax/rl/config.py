@@ -94,6 +94,8 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         microbatch_rows=4,          # rows (segments) per microbatch of the update
         updates_per_batch=1,        # optimizer updates per step (>1: the PPO clip matters)
         routing_replay=True,        # replay the actor's experts in the learner's forward
+        matched_kl=False,           # also log the version-matched mismatch KL (keeps eta + 2
+                                    #   param copies, one extra forward per version per step)
         drop_uniform_groups=False,  # skip groups whose rewards are all equal (no signal)
         devices=1,                  # learner devices (the first ones); 0 = all
     )

@@ -234,6 +234,40 @@ class Learner:
         return (sharding.activate(self.mesh, self.rules) if self.mesh is not None
                 else contextlib.nullcontext())
 
+    def matched_mismatch_kl(self, published: dict[int, dict], batch) -> dict[str, float]:
+        """The actor/learner mismatch with each token scored under the params that sampled it.
+
+        `published` maps a policy version to the variables published at it. The trained tokens
+        of every row (segment) of `batch` (`make_batch`) sampled under one version v are scored
+        by the learner (its dtype, routing replay as configured) under `published[v]`, so the
+        k3 KL(pi_learner || mu) holds numerics and expert-selection flips only, not the
+        policy's drift between versions that the update's `mismatch_kl` (against the current
+        params) also holds once tokens are stale. Rows whose tokens span several versions (an
+        in-flight weight swap mid-segment: their later tokens attended to a KV cache written
+        by older params, which no single forward reproduces) and versions missing from
+        `published` are left out. One forward per distinct version. Returns
+        `mismatch_kl_matched` and `matched_token_fraction` (the share of trained tokens the KL
+        averages over)."""
+        mask = np.asarray(batch["loss_mask"]) > 0
+        versions = np.where(mask, np.asarray(batch["versions"]), -1)
+        newest, oldest = versions.max(axis=-1), np.where(mask, versions, 2 ** 30).min(axis=-1)
+        row_version = np.where(newest == oldest, newest, -1)          # [micro, rows]; -1: mixed
+        placed = self._place(batch)
+        logp = np.zeros(mask.shape, np.float32)
+        covered = np.zeros_like(mask)
+        with self._traced_under_mesh():
+            for version in np.unique(row_version[row_version >= 0]):
+                if int(version) not in published:
+                    continue
+                at = mask & (row_version == version)[..., None]
+                scored = np.asarray(jax.device_get(self.logprobs(published[int(version)],
+                                                                 placed)))
+                logp[at], covered[at] = scored[at], True
+        log_rho = (logp - np.asarray(batch["behaviour_logp"]))[covered].astype(np.float64)
+        kl = float(np.mean(np.exp(-log_rho) - 1.0 + log_rho)) if log_rho.size else float("nan")
+        return {"mismatch_kl_matched": kl,
+                "matched_token_fraction": float(covered.sum() / max(mask.sum(), 1))}
+
     def update(self, state: TrainState, batch) -> tuple[TrainState, dict[str, float]]:
         """One learner step over `batch` (`make_batch`; with several processes, this
         process's): `updates_per_batch` optimizer updates. Returns the new state (its `step`

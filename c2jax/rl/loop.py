@@ -215,7 +215,8 @@ def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable
                          make_env=make_env, rollout=rollout_settings(config),
                          slots=config.actor.slots, steps_per_call=config.actor.steps_per_call,
                          dtype=config.actor.dtype, head_dtype=config.actor.head_dtype)
-        fleet = make_fleet(config, spec, _publish_copy(state), version)
+        published = _publish_copy(state)
+        fleet = make_fleet(config, spec, published, version)
         cleanup.callback(fleet.close)
         scheduler = Scheduler(fleet.actors, controller, ledger, num_tasks=len(tasks),
                               group_size=config.learner.group_size, seed=config.seed,
@@ -225,8 +226,9 @@ def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable
         learner = Learner(model_cfg, config.loss, tx, replay=config.learner.routing_replay,
                           updates_per_batch=config.learner.updates_per_batch,
                           reference=reference, mesh=mesh, rules=mesh_cfg.rules)
+        recent = {version: published} if config.learner.matched_kl else None
         history = _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler,
-                       ledger, controller, checkpointer, resume_groups, on_step)
+                       ledger, controller, checkpointer, resume_groups, on_step, recent)
         state, version, records = history
         final = {"params": state.params, "router_bias": state.router_bias}
         return RLResult(version, jax.device_get(final), model_cfg, tokenizer, records,
@@ -244,7 +246,10 @@ def _rl_state(controller, ledger, fleet) -> dict:
 
 
 def _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler, ledger,
-         controller, checkpointer, resume_groups, on_step):
+         controller, checkpointer, resume_groups, on_step, recent):
+    """The learner loop. `recent` (None: off) maps the last `staleness.eta` + 2 policy
+    versions (trained tokens lag at most eta + 1) to their published params, for the
+    version-matched mismatch KL."""
     lc = config.learner
     moe_layers = num_moe_layers(learner.cfg)
     writer = MetricsWriter(workdir, version)
@@ -267,13 +272,21 @@ def _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler, 
             batch = make_batch(episodes, advantages, seq_len=config.actor.max_len,
                                microbatch_rows=lc.microbatch_rows, moe_layers=moe_layers,
                                k=learner.cfg.num_experts_per_tok)
-            update_start = time.monotonic()
             metrics = _step_metrics(groups, version, config.staleness.eta)
+            if recent is not None:
+                metrics.update({f"learner/{k}": v for k, v in
+                                learner.matched_mismatch_kl(recent, batch).items()})
+            update_start = time.monotonic()
             state, learner_metrics = learner.update(state, batch)
             updated = time.monotonic()
             version += 1
-            fleet.publish(_publish_copy(state), version)
+            published = _publish_copy(state)
+            fleet.publish(published, version)
             controller.set_version(version)
+            if recent is not None:
+                recent[version] = published
+                for old in [v for v in recent if v < version - config.staleness.eta - 1]:
+                    del recent[old]
             sync = time.monotonic() - updated
             step_seconds = time.monotonic() - wait_start
             metrics.update({f"learner/{k}": v for k, v in learner_metrics.items()})

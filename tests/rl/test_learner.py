@@ -90,3 +90,45 @@ def test_replayed_routing_reproduces_the_actor_logprobs(server, template, policy
     logp = np.asarray(learner.logprobs(variables, jax.tree.map(jnp.asarray, batch)))
     mask = batch["loss_mask"] > 0
     np.testing.assert_allclose(logp[mask], batch["behaviour_logp"][mask], atol=2e-4)
+
+
+def test_matched_mismatch_kl_scores_each_token_under_its_own_version(server, template, policy):
+    """Version 0 sampled every token; the batch claims row 0's tokens came from version 1,
+    published here as perturbed params: the matched KL must be the k3 KL of exactly that
+    selection, and zero (fp32, replay) when every version maps to the sampling params."""
+    cfg, variables = policy
+    eps = episodes(server, template)
+    batch = make_batch(eps, [0.0] * 3, seq_len=256, microbatch_rows=4, moe_layers=1, k=2)
+    learner = Learner(inference_config(cfg), loss_config(), optax.sgd(0.0), replay=True)
+    mask = batch["loss_mask"] > 0
+    assert set(np.unique(batch["versions"][mask])) == {0}
+
+    same = learner.matched_mismatch_kl({0: variables}, batch)
+    assert same["matched_token_fraction"] == 1.0
+    assert 0.0 <= same["mismatch_kl_matched"] < 1e-6
+
+    perturbed = {"params": jax.tree.map(lambda p: p * 1.5, variables["params"]),
+                 "router_bias": variables["router_bias"]}
+    batch["versions"][:, 0] = np.where(mask[:, 0], 1, batch["versions"][:, 0])
+    got = learner.matched_mismatch_kl({0: variables, 1: perturbed}, batch)
+    placed = jax.tree.map(jnp.asarray, batch)
+    by_version = {v: np.asarray(learner.logprobs(p, placed))
+                  for v, p in ((0, variables), (1, perturbed))}
+    logp = np.where(batch["versions"] == 1, by_version[1], by_version[0])
+    log_rho = (logp - batch["behaviour_logp"])[mask].astype(np.float64)
+    want = np.mean(np.exp(-log_rho) - 1.0 + log_rho)
+    assert got["matched_token_fraction"] == 1.0
+    assert want > 1e-3
+    np.testing.assert_allclose(got["mismatch_kl_matched"], want, rtol=1e-5)
+
+    row0 = mask[:, 0].sum() / mask.sum()
+    missing = learner.matched_mismatch_kl({0: variables}, batch)
+    np.testing.assert_allclose(missing["matched_token_fraction"], 1.0 - row0)
+    assert missing["mismatch_kl_matched"] < 1e-6
+
+    # A row whose tokens span two versions (a swap mid-segment) is left out.
+    trained = np.flatnonzero(mask[0, 1])
+    batch["versions"][0, 1, trained[len(trained) // 2:]] = 1
+    mixed = learner.matched_mismatch_kl({0: variables, 1: perturbed}, batch)
+    np.testing.assert_allclose(mixed["matched_token_fraction"],
+                               1.0 - mask[:, 1].sum() / mask.sum())

@@ -17,7 +17,7 @@ def run(tmp_path, policy_dir, **overrides):
 
 
 def test_async_rl_learns_the_toy_task(tmp_path, policy_dir):
-    result = run(tmp_path, policy_dir, learner=dict(steps=30))
+    result = run(tmp_path, policy_dir, learner=dict(steps=30, matched_kl=True))
     rewards = [r["reward/pass_fraction"] for r in result.history]
     assert np.mean(rewards[:3]) < 0.2, rewards        # an untrained policy writes few digits
     assert np.mean(rewards[-3:]) > 0.6, rewards
@@ -26,6 +26,12 @@ def test_async_rl_learns_the_toy_task(tmp_path, policy_dir):
     assert max(r["staleness/mean"] for r in result.history) <= 2.0
     assert any(r["staleness/max"] >= 1 for r in result.history)       # really off-policy
     assert all(r["learner/finite"] == 1.0 for r in result.history)
+    # The float32 actor and learner agree once each token is scored under the params that
+    # sampled it; against the current params, stale tokens also carry the policy's drift.
+    # (Segments split by an in-flight swap are left out of the matched KL.)
+    assert np.mean([r["learner/matched_token_fraction"] for r in result.history]) > 0.5
+    assert max(r["learner/mismatch_kl_matched"] for r in result.history) < 1e-6
+    assert max(r["learner/mismatch_kl"] for r in result.history) > 1e-4
     consumed = [g for r in result.history for g in r["group_ids"]]
     assert len(consumed) == len(set(consumed)) == 30 * 4
 
