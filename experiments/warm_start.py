@@ -2,7 +2,8 @@
 
     policy_dir = warm_start(config.warm_start)    # a training workdir RL can start from
 
-1. pretrain   configs/pretrain_tiny.py at 256 tokens (`pretrain_steps`);
+1. pretrain   configs/pretrain_tiny.py at 256 tokens (`pretrain_steps`), the model resized by
+              `warm_start.model` (every stage uses those sizes);
 2. longctx    configs/longctx_tiny.py: YaRN x8 to 2048 tokens (`longctx_steps`);
 3. sft data   the oracle agent replays `sft_tasks` tasks of `mini:train` through the sandboxed
               environment (the same tools the actor uses); its conversations, cut into
@@ -10,7 +11,10 @@
               context (system + task + summary, the summary as loss-0 context), become JSONL;
               a `sft_recovery_fraction` of the segments is also written with one failed turn
               (`with_failed_turn`), so the policy sees how to go on after an error;
-4. sft        configs/sft_tiny.py on that JSONL (`sft_steps`), assistant tokens only.
+4. sft        configs/sft_tiny.py on that JSONL (`sft_steps`), assistant tokens only;
+5. probe      the SFT policy's teacher-forced turn match on the held-out SFT conversations
+              (c2jax/train/turn_match.py), written to `turn_match.json` and printed: the share
+              of assistant turns it reproduces token for token, per turn index.
 
 Everything goes under `$C2JAX_CACHE_DIR/warm_start/<hash of the settings>/` (default
 `<repo>/.cache`), and every stage resumes where it stopped, so a second run costs nothing and
@@ -32,7 +36,10 @@ from cursorbench import agents, harness, suites
 from environments import tool_format
 
 SFT_FILE = "sft_conversations.jsonl"
+TURN_MATCH = "turn_match.json"
 DONE = "DONE"
+#: Held-out SFT conversations the probe scores (one forward each).
+PROBE_CONVERSATIONS = 48
 
 
 def conversation_segments(messages: list[dict]) -> list[list[dict]]:
@@ -77,8 +84,10 @@ def _key(ws) -> str:
     return hashlib.sha256(json.dumps(ws.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _sized(config, steps: int):
-    """A stage config shortened to `steps`: one eval and one checkpoint, at the end."""
+def _sized(config, steps: int, model_sizes):
+    """A stage config shortened to `steps` (one eval and one checkpoint, at the end), its model
+    resized by `model_sizes` (the `warm_start.model` section)."""
+    config.model.update(model_sizes.to_dict())
     with config.unlocked():
         config.train.steps = config.train.eval_every = config.train.checkpoint_every = steps
         config.optimizer.warmup_steps = min(config.optimizer.warmup_steps, steps // 4)
@@ -114,31 +123,59 @@ def sft_conversations(ws, out: Path) -> int:
     return written
 
 
+def sft_turn_match(sft, sft_dir: Path) -> dict:
+    """Teacher-forced turn match of the SFT policy in `sft_dir` on the held-out split of its
+    data (`sft`: that stage's config)."""
+    from c2jax.data.chat import ChatTemplate
+    from c2jax.data.corpus import open_documents
+    from c2jax.train.checkpoint import load_trained_model
+    from c2jax.train.turn_match import assistant_turns, turn_match
+    cfg, variables, tokenizer = load_trained_model(sft_dir)
+    template = ChatTemplate(tokenizer)
+    held_out = open_documents(sft.data.source, split="eval",
+                              eval_fraction=sft.data.eval_fraction)
+    rendered = [assistant_turns(template, held_out[i]["messages"])
+                for i in range(min(len(held_out), PROBE_CONVERSATIONS))]
+    return turn_match(cfg, variables, rendered, seq_len=sft.data.seq_len)
+
+
+def describe_turn_match(stats: dict) -> str:
+    """One line: exact-match share (and turns scored) per turn index."""
+    cells = [f"turn {i}: {s['exact']:.0%} of {s['turns']}" for i, s in stats["by_turn"].items()]
+    return "warm start, held-out turns reproduced token for token: " + ", ".join(cells)
+
+
+def _sft_config(ws, root: Path):
+    sft = sft_tiny.get_config(str(root / "longctx"))
+    with sft.unlocked():
+        sft.data.source = str(root / SFT_FILE)
+        sft.data.seq_len = ws.sft_seq_len
+        sft.data.batch_size = ws.sft_batch_size
+        sft.optimizer.learning_rate = ws.sft_learning_rate
+    return sft
+
+
 def warm_start(ws) -> Path:
     """Runs (or reuses) the warm start described by `ws` (rl config `warm_start` section);
     returns the SFT workdir, a valid `init_from`."""
     root = cache_dir() / "warm_start" / _key(ws)
     sft_dir = root / "sft"
-    if (root / DONE).exists():
-        return sft_dir
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "settings.json").write_text(json.dumps(ws.to_dict(), indent=1))
-
-    _stage(_sized(pretrain_tiny.get_config(), ws.pretrain_steps), root / "pretrain")
-    _stage(_sized(longctx_tiny.get_config(str(root / "pretrain")), ws.longctx_steps),
-           root / "longctx")
-
-    data = root / SFT_FILE
-    if not data.exists():
-        count = sft_conversations(ws, data.with_suffix(".tmp"))
-        data.with_suffix(".tmp").replace(data)
-        logging.info("warm start: %d SFT conversations in %s", count, data)
-    sft = sft_tiny.get_config(str(root / "longctx"))
-    with sft.unlocked():
-        sft.data.source = str(data)
-        sft.data.seq_len = ws.sft_seq_len
-        sft.data.batch_size = ws.sft_batch_size
-        sft.optimizer.learning_rate = ws.sft_learning_rate
-    _stage(_sized(sft, ws.sft_steps), sft_dir)
-    (root / DONE).write_text("ok\n")
+    if not (root / DONE).exists():
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "settings.json").write_text(json.dumps(ws.to_dict(), indent=1))
+        _stage(_sized(pretrain_tiny.get_config(), ws.pretrain_steps, ws.model),
+               root / "pretrain")
+        _stage(_sized(longctx_tiny.get_config(str(root / "pretrain")), ws.longctx_steps,
+                      ws.model), root / "longctx")
+        data = root / SFT_FILE
+        if not data.exists():
+            count = sft_conversations(ws, data.with_suffix(".tmp"))
+            data.with_suffix(".tmp").replace(data)
+            logging.info("warm start: %d SFT conversations in %s", count, data)
+        _stage(_sized(_sft_config(ws, root), ws.sft_steps, ws.model), sft_dir)
+        (root / DONE).write_text("ok\n")
+    if not (root / TURN_MATCH).exists():
+        stats = sft_turn_match(_sft_config(ws, root), sft_dir)
+        (root / TURN_MATCH).write_text(json.dumps(stats, indent=1))
+    print(describe_turn_match(json.loads((root / TURN_MATCH).read_text())), flush=True)
     return sft_dir

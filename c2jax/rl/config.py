@@ -2,7 +2,7 @@
 
     config.init_from    the policy to start from (training workdir, step dir, model dir);
                         "" = the tiny warm start of experiments/rl.py (pretrain + SFT, cached)
-    config.warm_start   the sizes of that warm start
+    config.warm_start   the sizes of that warm start (its model's in warm_start.model)
     config.tasks        which tasks the actors train on (a cursorbench suite spec)
     config.actor        actors, environments, sampler shape, actor compute dtype
     config.rollout      per-episode behaviour: tokens per turn, temperature, context strategy
@@ -27,6 +27,7 @@ import ml_collections
 
 from c2jax import sharding
 from c2jax.distributed import distributed_config, validate as validate_distributed
+from c2jax.model import model_config, validate as validate_model
 from c2jax.rl.losses import loss_config, validate_loss_config
 from c2jax.rl.rewards import LENGTH_FUNCTIONS, reward_config
 from c2jax.rl.rollout import CONTEXT_STRATEGIES
@@ -42,15 +43,26 @@ def _section(**fields) -> ml_collections.ConfigDict:
     return c
 
 
+#: Model config fields `warm_start.model` sets (defaults: the `tiny` preset's). The tiny
+#: warm start reproduces few agent turns exactly; 128 wide and 4 deep it reproduces most first
+#: turns, at about 3x the time (BENCHMARKS.md, "RL (issue #7)").
+WARM_START_MODEL_SIZES = ("hidden_size", "num_hidden_layers", "intermediate_size",
+                          "num_attention_heads", "q_lora_rank", "kv_lora_rank",
+                          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                          "n_routed_experts", "moe_intermediate_size")
+
+
 def rl_config(**sections) -> ml_collections.ConfigDict:
     """The default RL config with whole sections or top-level fields replaced by `sections`
     (e.g. `rl_config(learner=dict(steps=50))` updates fields of a section)."""
+    tiny = model_config()
     c = ml_collections.ConfigDict()
     c.init_from = ""               # policy checkpoint; "" = the tiny warm start (rl_tiny only)
     c.seed = 0                     # task order, sampling seeds
     c.log_every = 1                # a metrics record every this many learner steps
     c.progress_bar = True
     c.warm_start = _section(        # only when init_from is "" (experiments/warm_start.py)
+        model=_section(**{f: tiny[f] for f in WARM_START_MODEL_SIZES}),  # the model's sizes
         pretrain_steps=300,         # tiny pretraining at 256 tokens
         longctx_steps=40,           # YaRN x8 to 2048 tokens
         sft_tasks=300,              # mini:train tasks whose oracle trajectories SFT learns
@@ -183,6 +195,11 @@ def validate(c) -> None:
               f"choose one of {LENGTH_FUNCTIONS}")
     if c.learner.devices < 0:
         _fail("learner.devices", c.learner.devices, "must be >= 0 (0 = all)")
+    if not c.init_from:
+        try:
+            validate_model(model_config(**c.warm_start.model))
+        except ValueError as e:
+            raise ConfigError(f"[warm_start.model] {e}") from None
     for section, check in (("loss", validate_loss_config),
                            ("distributed", validate_distributed)):
         try:

@@ -40,3 +40,12 @@ def test_a_typo_is_an_error():
         rl_config().learner.stpes = 3
     with pytest.raises(KeyError):
         rl_config(learner=dict(stpes=3))
+
+
+def test_a_bad_warm_start_model_is_named_before_anything_runs():
+    config = rl_config()
+    config.warm_start.model.qk_rope_head_dim = 7
+    with pytest.raises(ConfigError, match=r"\[warm_start.model\].*qk_rope_head_dim.*even"):
+        validate(config)
+    config.init_from = "runs/some_policy"      # the warm start is not built: not checked
+    validate(config)
