@@ -44,7 +44,7 @@ def _section(**fields) -> ml_collections.ConfigDict:
 
 
 #: Model config fields `warm_start.model` sets (defaults: the `tiny` preset's). The tiny
-#: warm start reproduces few agent turns exactly; 128 wide and 4 deep it reproduces most first
+#: warm start reproduces no agent turn exactly; 128 wide and 4 deep it reproduces most first
 #: turns, at about 3x the time (BENCHMARKS.md, "RL (issue #7)").
 WARM_START_MODEL_SIZES = ("hidden_size", "num_hidden_layers", "intermediate_size",
                           "num_attention_heads", "q_lora_rank", "kv_lora_rank",
