@@ -45,11 +45,13 @@ def _section(**fields) -> ml_collections.ConfigDict:
 
 #: Model config fields `warm_start.model` sets (defaults: the `tiny` preset's). The tiny
 #: warm start reproduces no agent turn exactly; 128 wide and 4 deep it reproduces most first
-#: turns, at about 3x the time (BENCHMARKS.md, "RL (issue #7)").
-WARM_START_MODEL_SIZES = ("hidden_size", "num_hidden_layers", "intermediate_size",
-                          "num_attention_heads", "q_lora_rank", "kv_lora_rank",
-                          "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                          "n_routed_experts", "moe_intermediate_size")
+#: turns, at about 3x the time (BENCHMARKS.md, "RL (issue #7)"). Tied embeddings with a
+#: 64-wide KV latent let the tiny model learn to copy on the induction toy, the untied preset
+#: never does (experiments/copy_toy.py; BENCHMARKS.md, "Copying needs tied embeddings").
+WARM_START_MODEL_FIELDS = ("hidden_size", "num_hidden_layers", "intermediate_size",
+                           "num_attention_heads", "q_lora_rank", "kv_lora_rank",
+                           "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                           "n_routed_experts", "moe_intermediate_size", "tie_word_embeddings")
 
 
 def rl_config(**sections) -> ml_collections.ConfigDict:
@@ -62,7 +64,7 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
     c.log_every = 1                # a metrics record every this many learner steps
     c.progress_bar = True
     c.warm_start = _section(        # only when init_from is "" (experiments/warm_start.py)
-        model=_section(**{f: tiny[f] for f in WARM_START_MODEL_SIZES}),  # the model's sizes
+        model=_section(**{f: tiny[f] for f in WARM_START_MODEL_FIELDS}),  # sizes, tying
         pretrain_steps=300,         # tiny pretraining at 256 tokens
         longctx_steps=40,           # YaRN x8 to 2048 tokens
         sft_tasks=300,              # mini:train tasks whose oracle trajectories SFT learns

@@ -1,0 +1,157 @@
+"""Can the model learn to copy? An induction toy, variants of the model side by side.
+
+    python -m experiments.copy_toy --variant= --variant=tie_word_embeddings=True
+
+Every example is a block of `--half` random token ids given twice. The first half cannot be
+predicted (ln of the ids in play); the second half is free for a model that has learnt the
+previous-token + induction circuit (Olsson et al. 2022, "In-context Learning and Induction
+Heads"). The agent's later turns need exactly that circuit: a file or function name from a
+tool's output has to be copied into the next call, and BENCHMARKS.md ("the warm start cannot
+copy") found that no warm-start checkpoint has it.
+
+Each `--variant` (comma-separated FIELD=VALUE overrides of the tiny preset; empty = the preset)
+is trained from the same init seed on the same batches, with the real objective
+(`c2jax.train.losses.training_objective`, MTP included) and optimizer
+(`c2jax.train.optimizer.make_optimizer`). Every `--every` steps it prints, on a fixed held-out
+batch, the mean NLL of the first half and of the repeat (its first token excluded: nothing
+says where the repeat starts) and the argmax copy accuracy on the repeat. `--json` writes the
+rows. Shapes: examples `[batch, 2 * half]`, ids drawn uniformly from the last `--ids` ids of
+the vocabulary.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import app, flags
+
+from c2jax.model import abstract_variables, apply, init, update_router_bias
+from c2jax.train import losses
+from c2jax.train.config import loss_config, optimizer_config
+from c2jax.train.optimizer import make_optimizer, weight_decay_mask
+from configs.models import tiny
+
+_VARIANT = flags.DEFINE_multi_string(
+    "variant", [""], "model overrides FIELD=VALUE[,FIELD=VALUE..]; '' = the tiny preset")
+_OPTIMIZER = flags.DEFINE_multi_string("optimizer", [], "FIELD=VALUE optimizer overrides")
+_STEPS = flags.DEFINE_integer("steps", 500, "optimizer steps per variant")
+_VOCAB = flags.DEFINE_integer("vocab", 8192, "model vocabulary (the stdlib BPE's is 8192)")
+_IDS = flags.DEFINE_integer("ids", 0, "distinct ids the blocks draw from; 0 = the whole vocab")
+_HALF = flags.DEFINE_integer("half", 32, "tokens per block (each example is 2x this)")
+_BATCH = flags.DEFINE_integer("batch", 32, "examples per step")
+_EVERY = flags.DEFINE_integer("every", 250, "report every this many steps")
+_SEED = flags.DEFINE_integer("seed", 0, "init and data seed")
+_JSON = flags.DEFINE_string("json", "", "write the rows here")
+
+
+def parse_overrides(text: str) -> dict:
+    """'a=1,b=True,c=x' -> {'a': 1, 'b': True, 'c': 'x'} (values as Python literals when they
+    parse as one)."""
+    out = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not FIELD=VALUE")
+        field, value = item.split("=", 1)
+        try:
+            out[field.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            out[field.strip()] = value.strip()
+    return out
+
+
+def copy_batch(rng: np.random.Generator, batch: int, half: int, vocab: int, ids: int) -> dict:
+    """A training batch of blocks given twice: `tokens`, `targets`, `loss_mask`, `segment_ids`,
+    `positions`, each `[batch, 2 * half]` (one document per row, every target trained)."""
+    block = rng.integers(vocab - (ids or vocab), vocab, size=(batch, half))
+    doc = np.concatenate([block, block, block[:, :1]], axis=1).astype(np.int32)
+    seq = 2 * half
+    return {"tokens": doc[:, :-1], "targets": doc[:, 1:],
+            "loss_mask": np.ones((batch, seq), np.float32),
+            "segment_ids": np.ones((batch, seq), np.int32),
+            "positions": np.broadcast_to(np.arange(seq, dtype=np.int32), (batch, seq)).copy()}
+
+
+def train_copy_toy(model_cfg, opt_cfg, *, steps: int, half: int, batch: int, ids: int = 0,
+                   every: int = 250, seed: int = 0, log=print) -> list[dict]:
+    """Trains `model_cfg` on the copy toy; returns one row per report:
+    {step, first_nll, repeat_nll, copy_accuracy} on a fixed held-out batch of 16 examples."""
+    vocab = model_cfg.vocab_size
+    variables = init(model_cfg, jax.random.key(seed))
+    params, router_bias = variables["params"], variables["router_bias"]
+    tx = make_optimizer(opt_cfg, steps, weight_decay_mask(abstract_variables(model_cfg)["params"]))
+    opt_state = tx.init(params)
+    loss_cfg = loss_config()
+
+    @jax.jit
+    def step(params, opt_state, router_bias, batch_):
+        (_, (_, aux)), grads = jax.value_and_grad(
+            lambda p: losses.training_objective(p, router_bias, batch_, model_cfg, loss_cfg),
+            has_aux=True)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        if "router_load" in aux:
+            router_bias = update_router_bias(router_bias, aux["router_load"],
+                                             model_cfg.router_bias_update_rate)
+        return optax.apply_updates(params, updates), opt_state, router_bias
+
+    held_out = copy_batch(np.random.default_rng(seed + 10_000), 16, half, vocab, ids)
+
+    @jax.jit
+    def report(params, router_bias):
+        logits = apply({"params": params, "router_bias": router_bias}, held_out["tokens"],
+                       cfg=model_cfg)[0].astype(jnp.float32)
+        targets = held_out["targets"]
+        nll = -jnp.take_along_axis(jax.nn.log_softmax(logits), targets[..., None], -1)[..., 0]
+        # Position i predicts token i + 1: rows [0, half - 1) predict the first half, rows
+        # [half, 2 half - 1) the repeat after its first token.
+        repeat = slice(half, 2 * half - 1)
+        hit = jnp.argmax(logits[:, repeat], -1) == targets[:, repeat]
+        return nll[:, :half - 1].mean(), nll[:, repeat].mean(), hit.mean()
+
+    rng = np.random.default_rng(seed)
+    rows, start = [], time.time()
+    for i in range(steps + 1):
+        if i % every == 0 or i == steps:
+            first, repeat, acc = (float(x) for x in report(params, router_bias))
+            rows.append(dict(step=i, first_nll=first, repeat_nll=repeat, copy_accuracy=acc))
+            log(f"  step {i:5d}  first-half NLL {first:6.3f}  repeat NLL {repeat:6.3f}  "
+                f"copy accuracy {acc:.3f}  ({time.time() - start:.0f} s)")
+        if i < steps:
+            params, opt_state, router_bias = step(
+                params, opt_state, router_bias, copy_batch(rng, batch, half, vocab, ids))
+    return rows
+
+
+def main(argv):
+    del argv
+    opt_cfg = optimizer_config(**parse_overrides(",".join(_OPTIMIZER.value)))
+    results = []
+    for variant in _VARIANT.value:
+        overrides = parse_overrides(variant)
+        cfg = tiny(**{"vocab_size": _VOCAB.value,
+                      "max_position_embeddings": max(512, 2 * _HALF.value), **overrides})
+        print(f"variant {variant or '(tiny preset)'}: vocab {cfg.vocab_size}, "
+              f"ids {_IDS.value or cfg.vocab_size}, half {_HALF.value}, batch {_BATCH.value}",
+              flush=True)
+        rows = train_copy_toy(cfg, opt_cfg, steps=_STEPS.value, half=_HALF.value,
+                              batch=_BATCH.value, ids=_IDS.value, every=_EVERY.value,
+                              seed=_SEED.value, log=lambda s: print(s, flush=True))
+        results.append(dict(variant=variant, rows=rows))
+    print("\n| variant | step | first-half NLL | repeat NLL | copy accuracy |")
+    print("|---|---:|---:|---:|---:|")
+    for result in results:
+        last = result["rows"][-1]
+        print(f"| {result['variant'] or 'tiny preset'} | {last['step']} | "
+              f"{last['first_nll']:.3f} | {last['repeat_nll']:.3f} | "
+              f"{last['copy_accuracy']:.3f} |")
+    if _JSON.value:
+        with open(_JSON.value, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    app.run(main)
