@@ -1,19 +1,25 @@
-"""Can the model learn to copy? An induction toy, variants of the model side by side.
+"""Can the model learn to copy? A copy toy, variants of the model side by side.
 
-    python -m experiments.copy_toy --variant= --variant=tie_word_embeddings=True
+    python -m experiments.copy_toy --variant= --variant=tie_word_embeddings=True --min_half=8
 
-Every example is a block of `--half` random token ids given twice. The first half cannot be
-predicted (ln of the ids in play); the second half is free for a model that has learnt the
-previous-token + induction circuit (Olsson et al. 2022, "In-context Learning and Induction
-Heads"). The agent's later turns need exactly that circuit: a file or function name from a
-tool's output has to be copied into the next call, and BENCHMARKS.md ("the warm start cannot
-copy") found that no warm-start checkpoint has it.
+Every example is a block of random token ids given twice. The first copy cannot be predicted
+(ln of the ids in play); the repeat is free for a model that copies. The agent's later turns
+need copying: a file or function name from a tool's output has to go into the next call, and
+BENCHMARKS.md ("the warm start cannot copy") found that no warm-start checkpoint does it.
+
+Two versions, and they test different circuits:
+- fixed blocks (`--min_half=0`, every block `--half` long): the repeat is always `half` tokens
+  back, so one positional head ("attend `half` back, copy what is there") solves it;
+- varied blocks (`--min_half` > 0, n uniform in [min_half, half], random filler after the
+  repeat): the repeat is at no fixed distance, so only content matching, the previous-token +
+  induction circuit (Olsson et al. 2022, "In-context Learning and Induction Heads"), predicts it.
+  This is the one an agent needs.
 
 Each `--variant` (comma-separated FIELD=VALUE overrides of the tiny preset; empty = the preset)
 is trained from the same init seed on the same batches, with the real objective
 (`c2jax.train.losses.training_objective`, MTP included) and optimizer
 (`c2jax.train.optimizer.make_optimizer`). Every `--every` steps it prints, on a fixed held-out
-batch, the mean NLL of the first half and of the repeat (its first token excluded: nothing
+batch, the mean NLL of the first copy and of the repeat (its first token excluded: nothing
 says where the repeat starts) and the argmax copy accuracy on the repeat. `--json` writes the
 rows. Shapes: examples `[batch, 2 * half]`, ids drawn uniformly from the last `--ids` ids of
 the vocabulary.
@@ -42,7 +48,10 @@ _OPTIMIZER = flags.DEFINE_multi_string("optimizer", [], "FIELD=VALUE optimizer o
 _STEPS = flags.DEFINE_integer("steps", 500, "optimizer steps per variant")
 _VOCAB = flags.DEFINE_integer("vocab", 8192, "model vocabulary (the stdlib BPE's is 8192)")
 _IDS = flags.DEFINE_integer("ids", 0, "distinct ids the blocks draw from; 0 = the whole vocab")
-_HALF = flags.DEFINE_integer("half", 32, "tokens per block (each example is 2x this)")
+_HALF = flags.DEFINE_integer("half", 32, "most tokens per block (each example is 2x this)")
+_MIN_HALF = flags.DEFINE_integer(
+    "min_half", 0, "fewest tokens per block; 0 = every block has `half` (then a head looking "
+    "exactly `half` tokens back solves the toy without induction)")
 _BATCH = flags.DEFINE_integer("batch", 32, "examples per step")
 _EVERY = flags.DEFINE_integer("every", 250, "report every this many steps")
 _SEED = flags.DEFINE_integer("seed", 0, "init and data seed")
@@ -64,22 +73,32 @@ def parse_overrides(text: str) -> dict:
     return out
 
 
-def copy_batch(rng: np.random.Generator, batch: int, half: int, vocab: int, ids: int) -> dict:
+def copy_batch(rng: np.random.Generator, batch: int, half: int, vocab: int, ids: int,
+               min_half: int = 0) -> dict:
     """A training batch of blocks given twice: `tokens`, `targets`, `loss_mask`, `segment_ids`,
-    `positions`, each `[batch, 2 * half]` (one document per row, every target trained)."""
-    block = rng.integers(vocab - (ids or vocab), vocab, size=(batch, half))
-    doc = np.concatenate([block, block, block[:, :1]], axis=1).astype(np.int32)
+    `positions`, each `[batch, 2 * half]` (one document per row, every target trained), and
+    `repeat` bool `[batch, 2 * half]`: True where the target is a repeated token other than the
+    repeat's first. Each row's block has n tokens, n uniform in [min_half, half] (0 = half),
+    followed by random filler up to 2 * half: with n varying, the repeat is at no fixed distance,
+    so only content matching (induction) predicts it, not a head that looks n tokens back."""
     seq = 2 * half
-    return {"tokens": doc[:, :-1], "targets": doc[:, 1:],
+    low = min_half or half
+    doc = rng.integers(vocab - (ids or vocab), vocab, size=(batch, seq + 1)).astype(np.int32)
+    repeat = np.zeros((batch, seq), bool)
+    for row, n in enumerate(rng.integers(low, half + 1, size=batch)):
+        doc[row, n:2 * n] = doc[row, :n]
+        repeat[row, n:2 * n - 1] = True   # position i predicts doc[i + 1]
+    return {"tokens": doc[:, :-1], "targets": doc[:, 1:], "repeat": repeat,
             "loss_mask": np.ones((batch, seq), np.float32),
             "segment_ids": np.ones((batch, seq), np.int32),
             "positions": np.broadcast_to(np.arange(seq, dtype=np.int32), (batch, seq)).copy()}
 
 
 def train_copy_toy(model_cfg, opt_cfg, *, steps: int, half: int, batch: int, ids: int = 0,
-                   every: int = 250, seed: int = 0, log=print) -> list[dict]:
+                   min_half: int = 0, every: int = 250, seed: int = 0, log=print) -> list[dict]:
     """Trains `model_cfg` on the copy toy; returns one row per report:
-    {step, first_nll, repeat_nll, copy_accuracy} on a fixed held-out batch of 16 examples."""
+    {step, first_nll, repeat_nll, copy_accuracy} on a fixed held-out batch of 16 examples
+    (first: the first block's tokens after its first; repeat: `copy_batch`'s `repeat`)."""
     vocab = model_cfg.vocab_size
     variables = init(model_cfg, jax.random.key(seed))
     params, router_bias = variables["params"], variables["router_bias"]
@@ -98,7 +117,11 @@ def train_copy_toy(model_cfg, opt_cfg, *, steps: int, half: int, batch: int, ids
                                              model_cfg.router_bias_update_rate)
         return optax.apply_updates(params, updates), opt_state, router_bias
 
-    held_out = copy_batch(np.random.default_rng(seed + 10_000), 16, half, vocab, ids)
+    held_out = copy_batch(np.random.default_rng(seed + 10_000), 16, half, vocab, ids, min_half)
+    repeat_np = held_out.pop("repeat")
+    block = repeat_np.sum(axis=1, keepdims=True) + 1                     # n of each row
+    first = jnp.asarray(np.arange(2 * half)[None] < block - 1)
+    repeat = jnp.asarray(repeat_np)
 
     @jax.jit
     def report(params, router_bias):
@@ -106,11 +129,12 @@ def train_copy_toy(model_cfg, opt_cfg, *, steps: int, half: int, batch: int, ids
                        cfg=model_cfg)[0].astype(jnp.float32)
         targets = held_out["targets"]
         nll = -jnp.take_along_axis(jax.nn.log_softmax(logits), targets[..., None], -1)[..., 0]
-        # Position i predicts token i + 1: rows [0, half - 1) predict the first half, rows
-        # [half, 2 half - 1) the repeat after its first token.
-        repeat = slice(half, 2 * half - 1)
-        hit = jnp.argmax(logits[:, repeat], -1) == targets[:, repeat]
-        return nll[:, :half - 1].mean(), nll[:, repeat].mean(), hit.mean()
+        hit = jnp.argmax(logits, -1) == targets
+
+        def mean_over(mask, values):
+            return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.sum(mask)
+
+        return mean_over(first, nll), mean_over(repeat, nll), mean_over(repeat, hit)
 
     rng = np.random.default_rng(seed)
     rows, start = [], time.time()
@@ -121,8 +145,9 @@ def train_copy_toy(model_cfg, opt_cfg, *, steps: int, half: int, batch: int, ids
             log(f"  step {i:5d}  first-half NLL {first:6.3f}  repeat NLL {repeat:6.3f}  "
                 f"copy accuracy {acc:.3f}  ({time.time() - start:.0f} s)")
         if i < steps:
-            params, opt_state, router_bias = step(
-                params, opt_state, router_bias, copy_batch(rng, batch, half, vocab, ids))
+            batch_ = copy_batch(rng, batch, half, vocab, ids, min_half)
+            del batch_["repeat"]
+            params, opt_state, router_bias = step(params, opt_state, router_bias, batch_)
     return rows
 
 
@@ -135,10 +160,12 @@ def main(argv):
         cfg = tiny(**{"vocab_size": _VOCAB.value,
                       "max_position_embeddings": max(512, 2 * _HALF.value), **overrides})
         print(f"variant {variant or '(tiny preset)'}: vocab {cfg.vocab_size}, "
-              f"ids {_IDS.value or cfg.vocab_size}, half {_HALF.value}, batch {_BATCH.value}",
+              f"ids {_IDS.value or cfg.vocab_size}, block {_MIN_HALF.value or _HALF.value}-"
+              f"{_HALF.value}, batch {_BATCH.value}",
               flush=True)
         rows = train_copy_toy(cfg, opt_cfg, steps=_STEPS.value, half=_HALF.value,
-                              batch=_BATCH.value, ids=_IDS.value, every=_EVERY.value,
+                              batch=_BATCH.value, ids=_IDS.value, min_half=_MIN_HALF.value,
+                              every=_EVERY.value,
                               seed=_SEED.value, log=lambda s: print(s, flush=True))
         results.append(dict(variant=variant, rows=rows))
     print("\n| variant | step | first-half NLL | repeat NLL | copy accuracy |")

@@ -23,6 +23,10 @@ def data_config(**overrides) -> ml_collections.ConfigDict:
     c.cache_tokens = True            # encode each document once, reuse from cache_dir()/tokens
     c.read_threads = 1               # grain threads producing documents (0 = inline)
     c.prefetch_batches = 2           # batches prepared ahead in a background thread (0 = off)
+    # Share of training documents that are synthetic copy documents (c2jax/data/copy_task.py):
+    # a block of random ids given twice, which teaches in-context copying; 0 = off; eval never.
+    c.copy_fraction = 0.0
+    c.copy_block = (16, 120)         # (min, max) ids per copy block; 2 * max + 2 <= seq_len
     c.tokenizer = ml_collections.ConfigDict()
     c.tokenizer.path = ""            # a tokenizer.json (or a directory with one); "" = default
     c.tokenizer.vocab_size = 8192    # vocabulary of the default stdlib-trained BPE
@@ -48,6 +52,15 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
         _fail("eval_fraction", cfg.eval_fraction, "must be in [0, 1)")
     if cfg.num_epochs is not None and cfg.num_epochs <= 0:
         _fail("num_epochs", cfg.num_epochs, "must be positive, or None to repeat forever")
+    if not 0.0 <= cfg.copy_fraction < 1.0:
+        _fail("copy_fraction", cfg.copy_fraction, "must be in [0, 1)")
+    if cfg.copy_fraction:
+        low, high = (int(x) for x in cfg.copy_block)
+        if not 1 <= low <= high:
+            _fail("copy_block", cfg.copy_block, "must be (min, max) with 1 <= min <= max")
+        if 2 * high + 2 > cfg.seq_len:
+            _fail("copy_block", cfg.copy_block, f"a copy document of 2 * {high} + 2 tokens must "
+                  f"fit a row of seq_len={cfg.seq_len}, so the repeat sees its source")
     if not cfg.source:
         _fail("source", cfg.source, "name a directory, a .jsonl file or 'stdlib'")
     if not cfg.extensions or isinstance(cfg.extensions, str):

@@ -17,6 +17,8 @@ Stages (grain):
                                       (token_cache); else lazily, in the reader threads
     MapDataset[shard_index::shard_count]  host i of n reads a disjoint 1/n of the documents
       .shuffle(seed).repeat(epochs)   train only; every epoch reshuffled, deterministically
+      copy_task.mix_in                train only, `copy_fraction` > 0: synthetic copy documents
+                                      interleaved at a fixed pattern (grain MapDataset.mix)
       .map(next-token shift)          packing.next_token_example, within each document
       .to_iter_dataset(read_threads)  `read_threads` threads produce documents, in order
       packing.pack_examples           rows of seq_len with segment_ids / positions / loss_mask
@@ -45,7 +47,7 @@ import numpy as np
 from absl import logging
 from grain.experimental import ThreadPrefetchIterDataset
 
-from c2jax.data import chat, config, corpus, packing, token_cache
+from c2jax.data import chat, config, copy_task, corpus, packing, token_cache
 from c2jax.data.tokenizer import Tokenizer
 from environments import tool_format
 
@@ -187,7 +189,14 @@ def make_batch_iterator(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, *,
     ds = ds[shard_index::shard_count]
     if training and cfg.shuffle:
         ds = ds.shuffle(seed=cfg.seed)
-    ds = ds.repeat(cfg.num_epochs if training else 1).map(_next_token_example)
+    ds = ds.repeat(cfg.num_epochs if training else 1)
+    if training:
+        ds = copy_task.mix_in(
+            ds, fraction=cfg.copy_fraction, seed=cfg.seed, shard=shard_index,
+            blocks=tuple(int(x) for x in cfg.copy_block), first_id=len(tool_format.SPECIAL_TOKENS),
+            vocab_size=tokenizer.vocab_size, bos_id=tokenizer.token_id(tool_format.BOS),
+            eos_id=tokenizer.token_id(tool_format.EOS))
+    ds = ds.map(_next_token_example)
     read_options = grain.ReadOptions(
         num_threads=cfg.read_threads,
         prefetch_buffer_size=_DOCUMENTS_AHEAD_PER_THREAD * cfg.read_threads)
@@ -203,4 +212,6 @@ def make_batch_iterator(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, *,
         "batch_size": cfg.batch_size, "seed": cfg.seed, "shuffle": cfg.shuffle,
         "num_epochs": cfg.num_epochs, "tokenizer": tokenizer.fingerprint()[:16],
     }
+    if training and cfg.copy_fraction:   # only when on: states saved before it still resume
+        description.update(copy_fraction=cfg.copy_fraction, copy_block=list(cfg.copy_block))
     return BatchIterator(batches, description)

@@ -1,7 +1,7 @@
-"""The known-positive induction toy (experiments/copy_toy.py): the tiny preset, trained with
-the real objective and optimizer, must learn to copy a repeated random block over a small
-vocabulary. A broken attention backward, mask or optimizer leaves the repeat as unpredictable
-as the first half (ln 64 = 4.16)."""
+"""The copy toy (experiments/copy_toy.py). With fixed blocks it is a known positive: the tiny
+preset, trained with the real objective and optimizer, must learn to copy a block repeated a
+fixed distance back over a small vocabulary (a positional head suffices). A broken attention
+backward, mask or optimizer leaves the repeat as unpredictable as the first copy (ln 64)."""
 import numpy as np
 import pytest
 
@@ -17,6 +17,17 @@ def test_copy_batch_repeats_its_block():
     np.testing.assert_array_equal(tokens[:, :5], tokens[:, 5:])
     np.testing.assert_array_equal(targets[:, :-1], tokens[:, 1:])
     assert tokens.min() >= 90 and tokens.max() < 100
+    assert batch["repeat"][:, 5:9].all() and batch["repeat"].sum() == 3 * 4
+
+
+def test_varied_blocks_mark_exactly_their_repeat():
+    batch = copy_toy.copy_batch(np.random.default_rng(1), 64, 12, 1000, 0, min_half=3)
+    lengths = batch["repeat"].sum(axis=1) + 1
+    assert set(lengths) == set(range(3, 13))
+    for tokens, targets, repeat, n in zip(batch["tokens"], batch["targets"], batch["repeat"],
+                                          lengths):
+        np.testing.assert_array_equal(tokens[n:2 * n], tokens[:n])
+        np.testing.assert_array_equal(targets[repeat], tokens[1:n])
 
 
 def test_parse_overrides():
