@@ -126,10 +126,9 @@ def train_copy_toy(model_cfg, opt_cfg, *, steps: int, half: int, batch: int, ids
     @jax.jit
     def report(params, router_bias):
         logits = apply({"params": params, "router_bias": router_bias}, held_out["tokens"],
-                       cfg=model_cfg)[0].astype(jnp.float32)
-        targets = held_out["targets"]
-        nll = -jnp.take_along_axis(jax.nn.log_softmax(logits), targets[..., None], -1)[..., 0]
-        hit = jnp.argmax(logits, -1) == targets
+                       cfg=model_cfg)[0]
+        nll, _ = losses.token_losses(logits, held_out["targets"])
+        hit = jnp.argmax(logits, -1) == held_out["targets"]
 
         def mean_over(mask, values):
             return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.sum(mask)
@@ -140,10 +139,11 @@ def train_copy_toy(model_cfg, opt_cfg, *, steps: int, half: int, batch: int, ids
     rows, start = [], time.time()
     for i in range(steps + 1):
         if i % every == 0 or i == steps:
-            first, repeat, acc = (float(x) for x in report(params, router_bias))
-            rows.append(dict(step=i, first_nll=first, repeat_nll=repeat, copy_accuracy=acc))
-            log(f"  step {i:5d}  first-half NLL {first:6.3f}  repeat NLL {repeat:6.3f}  "
-                f"copy accuracy {acc:.3f}  ({time.time() - start:.0f} s)")
+            first_nll, repeat_nll, acc = (float(x) for x in report(params, router_bias))
+            rows.append(dict(step=i, first_nll=first_nll, repeat_nll=repeat_nll,
+                             copy_accuracy=acc))
+            log(f"  step {i:5d}  first-half NLL {first_nll:6.3f}  repeat NLL {repeat_nll:6.3f}"
+                f"  copy accuracy {acc:.3f}  ({time.time() - start:.0f} s)")
         if i < steps:
             batch_ = copy_batch(rng, batch, half, vocab, ids, min_half)
             del batch_["repeat"]
@@ -161,12 +161,11 @@ def main(argv):
                       "max_position_embeddings": max(512, 2 * _HALF.value), **overrides})
         print(f"variant {variant or '(tiny preset)'}: vocab {cfg.vocab_size}, "
               f"ids {_IDS.value or cfg.vocab_size}, block {_MIN_HALF.value or _HALF.value}-"
-              f"{_HALF.value}, batch {_BATCH.value}",
-              flush=True)
+              f"{_HALF.value}, batch {_BATCH.value}", flush=True)
         rows = train_copy_toy(cfg, opt_cfg, steps=_STEPS.value, half=_HALF.value,
                               batch=_BATCH.value, ids=_IDS.value, min_half=_MIN_HALF.value,
-                              every=_EVERY.value,
-                              seed=_SEED.value, log=lambda s: print(s, flush=True))
+                              every=_EVERY.value, seed=_SEED.value,
+                              log=lambda s: print(s, flush=True))
         results.append(dict(variant=variant, rows=rows))
     print("\n| variant | step | first-half NLL | repeat NLL | copy accuracy |")
     print("|---|---:|---:|---:|---:|")

@@ -6,11 +6,13 @@
 An agent copies names from a tool's output into its next call; that needs the induction
 circuit (Olsson et al. 2022), and the tiny model does not form it from a few million tokens of
 code (BENCHMARKS.md, "The copy toy: a positional copy forms, induction does not"; the toy is
-`experiments/copy_toy.py`). Mixing these in is the way to teach it once a model can learn it
-at the budget: measured so far, the tiny model does not, even from these documents. A copy document is `<|bos|> block block <|eos|>` with `block` a
-run of uniformly random non-special ids, every token trained: the first copy is noise, the
-second is free for a model that copies. Document `i` is a pure function of (seed, shard, i),
-so the mixture is deterministic and a resumed pipeline reproduces it.
+`experiments/copy_toy.py`). Mixing these in is meant to teach it; measured so far, the tiny
+model with the recipe's optimizer does not learn it from them either.
+
+A copy document is `<|bos|> block block <|eos|>` with `block` a run of uniformly random
+non-special ids, every token trained: the first copy is noise, the second is free for a model
+that copies. Document `i` is a pure function of (seed, shard, i), so the mixture is
+deterministic and a resumed pipeline reproduces it.
 
 `mix_in` interleaves them with the real documents at document level (grain's `MapDataset.mix`:
 a fixed pattern by index, so the iterator state stays grain's). Training split only: held-out
@@ -46,9 +48,6 @@ def mix_in(documents: grain.MapDataset, *, fraction: float, **document_args
     keyword arguments other than index."""
     if not fraction:
         return documents
-    copies = grain.MapDataset.range(_COUNT).map(functools.partial(_copy_at, **document_args))
+    copies = grain.MapDataset.range(_COUNT).map(
+        functools.partial(copy_document, **document_args))
     return grain.MapDataset.mix([documents, copies], weights=[1.0 - fraction, fraction])
-
-
-def _copy_at(index, **document_args):
-    return copy_document(int(index), **document_args)
