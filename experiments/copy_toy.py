@@ -95,10 +95,12 @@ def copy_batch(rng: np.random.Generator, batch: int, half: int, vocab: int, ids:
 
 
 def train_copy_toy(model_cfg, opt_cfg, *, steps: int, half: int, batch: int, ids: int = 0,
-                   min_half: int = 0, every: int = 250, seed: int = 0, log=print) -> list[dict]:
-    """Trains `model_cfg` on the copy toy; returns one row per report:
-    {step, first_nll, repeat_nll, copy_accuracy} on a fixed held-out batch of 16 examples
-    (first: the first block's tokens after its first; repeat: `copy_batch`'s `repeat`)."""
+                   min_half: int = 0, every: int = 250, seed: int = 0, log=print
+                   ) -> tuple[list[dict], dict]:
+    """Trains `model_cfg` on the copy toy; returns (rows, trained variables), one row per
+    report: {step, first_nll, repeat_nll, copy_accuracy} on a fixed held-out batch of 16
+    examples (first: the first block's tokens after its first; repeat: `copy_batch`'s
+    `repeat`)."""
     vocab = model_cfg.vocab_size
     variables = init(model_cfg, jax.random.key(seed))
     params, router_bias = variables["params"], variables["router_bias"]
@@ -148,7 +150,7 @@ def train_copy_toy(model_cfg, opt_cfg, *, steps: int, half: int, batch: int, ids
             batch_ = copy_batch(rng, batch, half, vocab, ids, min_half)
             del batch_["repeat"]
             params, opt_state, router_bias = step(params, opt_state, router_bias, batch_)
-    return rows
+    return rows, {"params": params, "router_bias": router_bias}
 
 
 def main(argv):
@@ -162,7 +164,7 @@ def main(argv):
         print(f"variant {variant or '(tiny preset)'}: vocab {cfg.vocab_size}, "
               f"ids {_IDS.value or cfg.vocab_size}, block {_MIN_HALF.value or _HALF.value}-"
               f"{_HALF.value}, batch {_BATCH.value}", flush=True)
-        rows = train_copy_toy(cfg, opt_cfg, steps=_STEPS.value, half=_HALF.value,
+        rows, _ = train_copy_toy(cfg, opt_cfg, steps=_STEPS.value, half=_HALF.value,
                               batch=_BATCH.value, ids=_IDS.value, min_half=_MIN_HALF.value,
                               every=_EVERY.value, seed=_SEED.value,
                               log=lambda s: print(s, flush=True))

@@ -2,8 +2,14 @@
 
     policy_dir = warm_start(config.warm_start)    # a training workdir RL can start from
 
-1. pretrain   configs/pretrain_tiny.py at 256 tokens (`pretrain_steps`), the model resized by
-              `warm_start.model` (every stage uses those sizes);
+0. induction  (only when `induction_steps` > 0) configs/pretrain_tiny.py on synthetic copy
+              documents (c2jax/data/copy_task.py) with short blocks: the circuit that copies
+              a name from earlier in the context, which an agent's calls need;
+1. pretrain   configs/pretrain_tiny.py at 256 tokens (`pretrain_steps` at
+              `pretrain_learning_rate`, from the induction stage's weights if there is one;
+              `copy_fraction` of the documents are copies of `copy_block` ids). Every stage's
+              model is resized by `warm_start.model` and its optimizer set by
+              `warm_start.optimizer`;
 2. longctx    configs/longctx_tiny.py: YaRN x8 to 2048 tokens (`longctx_steps`);
 3. sft data   the oracle agent replays `sft_tasks` tasks of `mini:train` through the sandboxed
               environment (the same tools the actor uses); its conversations, cut into
@@ -14,7 +20,9 @@
 4. sft        configs/sft_tiny.py on that JSONL (`sft_steps`), assistant tokens only;
 5. probe      the SFT policy's teacher-forced turn match on the held-out SFT conversations
               (c2jax/train/turn_match.py), written to `turn_match.json` and printed: the share
-              of assistant turns it reproduces token for token, per turn index.
+              of assistant turns it reproduces token for token, per turn index; and the copy
+              probe of the pretrained and the SFT policy (c2jax/train/copy_probe.py: does it
+              copy from its context?), written to `copy_probe.json` and printed.
 
 Everything goes under `$C2JAX_CACHE_DIR/warm_start/<hash of the settings>/` (default
 `<repo>/.cache`), and every stage resumes where it stopped, so a second run costs nothing and
@@ -29,7 +37,10 @@ from pathlib import Path
 
 from absl import logging
 
+from c2jax.data.config import validate as validate_data
 from c2jax.data.tokenizer import cache_dir
+from c2jax.train.config import ConfigError
+from c2jax.train.copy_probe import copy_probe, describe as describe_copy_probe
 from c2jax.train.loop import train
 from configs import longctx_tiny, pretrain_tiny, sft_tiny
 from cursorbench import agents, harness, suites
@@ -37,7 +48,14 @@ from environments import tool_format
 
 SFT_FILE = "sft_conversations.jsonl"
 TURN_MATCH = "turn_match.json"
+COPY_PROBE = "copy_probe.json"
 DONE = "DONE"
+#: The induction stage's data: copy documents only (the pipeline needs some real ones: ~7% of
+#: the tokens) with short blocks. Blocks of 8-32 ids form the circuit in ~2,500 steps of the
+#: tiny model where 16-120 did not in 2,000 (BENCHMARKS.md, "Induction through the
+#: pretraining pipeline"); the pretraining stage after it extends it to longer distances.
+INDUCTION_COPY_FRACTION = 0.999
+INDUCTION_BLOCK = (8, 32)
 #: Held-out SFT conversations the probe scores (one forward each).
 PROBE_CONVERSATIONS = 48
 
@@ -84,14 +102,45 @@ def _key(ws) -> str:
     return hashlib.sha256(json.dumps(ws.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _sized(config, steps: int, model_sizes):
+def _sized(config, steps: int, ws):
     """A stage config shortened to `steps` (one eval and one checkpoint, at the end), its model
-    resized by `model_sizes` (the `warm_start.model` section)."""
-    config.model.update(model_sizes.to_dict())
+    resized by `ws.model` and its optimizer set by `ws.optimizer` (fields left None keep the
+    stage's own)."""
+    config.model.update(ws.model.to_dict())
+    config.optimizer.update({k: v for k, v in ws.optimizer.to_dict().items() if v is not None})
     with config.unlocked():
         config.train.steps = config.train.eval_every = config.train.checkpoint_every = steps
         config.optimizer.warmup_steps = min(config.optimizer.warmup_steps, steps // 4)
     return config
+
+
+def _pretrain_config(ws, copy_fraction: float, copy_block, init_from: str = ""):
+    pretrain = pretrain_tiny.get_config()
+    pretrain.optimizer.learning_rate = ws.pretrain_learning_rate
+    pretrain.data.copy_fraction = copy_fraction
+    pretrain.data.copy_block = tuple(copy_block)
+    pretrain.train.init_from = init_from
+    return pretrain
+
+
+def _pretrain_stages(ws, root: Path) -> list[tuple[str, object]]:
+    """(name, config) of the pretraining stages in order: induction (when `induction_steps`)
+    and pretrain. Raises ConfigError naming the field when their data settings are invalid, so
+    a bad `copy_block` fails before anything runs."""
+    stages, init_from = [], ""
+    if ws.induction_steps:
+        stages.append(("induction", _sized(_pretrain_config(
+            ws, INDUCTION_COPY_FRACTION, INDUCTION_BLOCK), ws.induction_steps, ws)))
+        init_from = str(root / "induction")
+    stages.append(("pretrain", _sized(_pretrain_config(
+        ws, ws.copy_fraction, ws.copy_block, init_from), ws.pretrain_steps, ws)))
+    for name, config in stages:
+        try:
+            validate_data(config.data)
+        except ValueError as e:
+            raise ConfigError(f"[warm_start] the {name} stage (warm_start.copy_fraction / "
+                             f"copy_block): {e}") from None
+    return stages
 
 
 def _stage(config, workdir: Path) -> None:
@@ -139,6 +188,13 @@ def sft_turn_match(sft, sft_dir: Path) -> dict:
     return turn_match(cfg, variables, rendered, seq_len=sft.data.seq_len)
 
 
+def stage_copy_probe(workdir: Path) -> dict:
+    """The copy probe (c2jax/train/copy_probe.py) of the latest checkpoint in `workdir`."""
+    from c2jax.train.checkpoint import load_trained_model
+    cfg, variables, tokenizer = load_trained_model(workdir)
+    return copy_probe(cfg, variables, tokenizer)
+
+
 def describe_turn_match(stats: dict) -> str:
     """One line: exact-match share (and turns scored) per turn index."""
     cells = [f"turn {i}: {s['exact']:.0%} of {s['turns']}" for i, s in stats["by_turn"].items()]
@@ -161,21 +217,27 @@ def warm_start(ws) -> Path:
     root = cache_dir() / "warm_start" / _key(ws)
     sft_dir = root / "sft"
     if not (root / DONE).exists():
+        pretrain_stages = _pretrain_stages(ws, root)
         root.mkdir(parents=True, exist_ok=True)
         (root / "settings.json").write_text(json.dumps(ws.to_dict(), indent=1))
-        _stage(_sized(pretrain_tiny.get_config(), ws.pretrain_steps, ws.model),
-               root / "pretrain")
-        _stage(_sized(longctx_tiny.get_config(str(root / "pretrain")), ws.longctx_steps,
-                      ws.model), root / "longctx")
+        for name, config in pretrain_stages:
+            _stage(config, root / name)
+        _stage(_sized(longctx_tiny.get_config(str(root / "pretrain")), ws.longctx_steps, ws),
+               root / "longctx")
         data = root / SFT_FILE
         if not data.exists():
             count = sft_conversations(ws, data.with_suffix(".tmp"))
             data.with_suffix(".tmp").replace(data)
             logging.info("warm start: %d SFT conversations in %s", count, data)
-        _stage(_sized(_sft_config(ws, root), ws.sft_steps, ws.model), sft_dir)
+        _stage(_sized(_sft_config(ws, root), ws.sft_steps, ws), sft_dir)
         (root / DONE).write_text("ok\n")
     if not (root / TURN_MATCH).exists():
         stats = sft_turn_match(_sft_config(ws, root), sft_dir)
         (root / TURN_MATCH).write_text(json.dumps(stats, indent=1))
+    if not (root / COPY_PROBE).exists():
+        probes = {stage: stage_copy_probe(root / stage) for stage in ("pretrain", "sft")}
+        (root / COPY_PROBE).write_text(json.dumps(probes, indent=1))
+    for stage, stats in json.loads((root / COPY_PROBE).read_text()).items():
+        print(f"warm start {stage}, {describe_copy_probe(stats)}", flush=True)
     print(describe_turn_match(json.loads((root / TURN_MATCH).read_text())), flush=True)
     return sft_dir

@@ -6,8 +6,10 @@
 An agent copies names from a tool's output into its next call; that needs the induction
 circuit (Olsson et al. 2022), and the tiny model does not form it from a few million tokens of
 code (BENCHMARKS.md, "The copy toy: a positional copy forms, induction does not"; the toy is
-`experiments/copy_toy.py`). Mixing these in is meant to teach it; measured so far, the tiny
-model with the recipe's optimizer does not learn it from them either.
+`experiments/copy_toy.py`). Mixing these in teaches it: with short blocks (8-32 ids) and
+the copy toy's settings, ~2,500 steps of nearly only copies form it in the tiny model (the RL
+warm start's induction stage, experiments/warm_start.py); with the recipe's optimizer it does
+not form.
 
 A copy document is `<|bos|> block block <|eos|>` with `block` a run of uniformly random
 non-special ids, every token trained: the first copy is noise, the second is free for a model

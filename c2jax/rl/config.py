@@ -51,7 +51,12 @@ def _section(**fields) -> ml_collections.ConfigDict:
 WARM_START_MODEL_FIELDS = ("hidden_size", "num_hidden_layers", "intermediate_size",
                            "num_attention_heads", "q_lora_rank", "kv_lora_rank",
                            "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                           "n_routed_experts", "moe_intermediate_size", "tie_word_embeddings")
+                           "n_routed_experts", "moe_intermediate_size", "tie_word_embeddings",
+                           "num_mtp_layers")
+#: Optimizer fields `warm_start.optimizer` sets for all three stages (defaults: the stage
+#: default, c2jax.train.config.optimizer_config). On the copy toy, the default's b2 0.95 and
+#: decay keep the tiny model from forming induction heads (BENCHMARKS.md, "The copy toy").
+WARM_START_OPTIMIZER_FIELDS = ("b2", "weight_decay", "grad_clip_norm", "min_lr_ratio")
 
 
 def rl_config(**sections) -> ml_collections.ConfigDict:
@@ -65,7 +70,17 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
     c.progress_bar = True
     c.warm_start = _section(        # only when init_from is "" (experiments/warm_start.py)
         model=_section(**{f: tiny[f] for f in WARM_START_MODEL_FIELDS}),  # sizes, tying
+        # optimizer fields set in all three stages' configs (c2jax.train.config.
+        # optimizer_config); None keeps each stage config's own value
+        optimizer=_section(**{f: ml_collections.FieldReference(None, field_type=float)
+                              for f in WARM_START_OPTIMIZER_FIELDS}),
+        induction_steps=0,          # a first pretraining stage on copy documents alone (short
+                                    # blocks), which forms the induction circuit; 0 = none
         pretrain_steps=300,         # tiny pretraining at 256 tokens
+        pretrain_learning_rate=3e-3,  # (the induction stage's too)
+        copy_fraction=0.0,          # share of pretraining documents that are synthetic copy
+                                    # documents (c2jax/data/copy_task.py); 0 = off
+        copy_block=(16, 120),       # (min, max) ids per copy block in pretraining
         longctx_steps=40,           # YaRN x8 to 2048 tokens
         sft_tasks=300,              # mini:train tasks whose oracle trajectories SFT learns
         sft_context_chars=4000,     # oracle trajectories summarise past this many characters

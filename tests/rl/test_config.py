@@ -10,6 +10,12 @@ from configs.models import kimi_k2_1t
 
 def test_shipped_configs_validate_and_k2_fits_its_mesh():
     validate(rl_tiny.get_config())
+    induction = rl_tiny.get_config("induction")
+    validate(induction)
+    assert induction.warm_start.induction_steps > 0 and induction.warm_start.copy_fraction > 0
+    assert rl_tiny.get_config().warm_start.induction_steps == 0
+    with pytest.raises(ValueError, match="induction"):
+        rl_tiny.get_config("inductoin")
     k2 = rl_k2.get_config()
     validate(k2)
     sizes = sharding.mesh_shape(k2.mesh, k2.learner.devices)

@@ -31,3 +31,37 @@ def test_failed_turn_is_context_answered_with_the_environments_error():
     assert out == head + [{"role": "assistant", "content": "Let me look.\n", "train": False},
                           {"role": "tool", "content": f"error: {problem}"}] + segment[2:]
     assert with_failed_turn(head + [dict(turn, train=False), tool], random.Random(0)) is None
+
+
+def test_stage_configs_take_the_warm_start_optimizer_and_copy_share(tmp_path):
+    """`warm_start.optimizer` reaches every stage (None keeps the stage's own value); the
+    induction stage trains on short copy blocks and the pretraining stage starts from it with
+    its own copy share and block; a block too long for the rows fails before anything runs."""
+    import pytest
+
+    from c2jax.train.config import ConfigError
+    from configs import rl_tiny, sft_tiny
+    from experiments.warm_start import INDUCTION_BLOCK, _pretrain_stages, _sized
+    ws = rl_tiny.get_config().warm_start
+    ws.optimizer.b2 = 0.999
+    ws.pretrain_learning_rate, ws.copy_fraction, ws.copy_block = 1e-3, 0.5, (8, 100)
+    ws.model.qk_rope_head_dim = 32
+    ws.induction_steps, ws.pretrain_steps = 80, 40
+    (name_i, induction), (name_p, pretrain) = _pretrain_stages(ws, tmp_path)
+    assert (name_i, name_p) == ("induction", "pretrain")
+    assert induction.data.copy_block == INDUCTION_BLOCK and induction.train.steps == 80
+    assert pretrain.train.init_from == str(tmp_path / "induction")
+    assert (pretrain.optimizer.learning_rate, pretrain.optimizer.b2) == (1e-3, 0.999)
+    assert (pretrain.data.copy_fraction, pretrain.data.copy_block) == (0.5, (8, 100))
+    assert pretrain.model.qk_rope_head_dim == 32 and induction.model.qk_rope_head_dim == 32
+    assert pretrain.train.steps == 40 and pretrain.optimizer.warmup_steps == 10
+    sft = _sized(sft_tiny.get_config("/nowhere"), 40, ws)
+    assert sft.optimizer.b2 == 0.999
+    assert sft.optimizer.weight_decay == sft_tiny.get_config("/nowhere").optimizer.weight_decay
+    assert sft.data.copy_fraction == 0.0
+    ws.induction_steps = 0
+    [(_, alone)] = _pretrain_stages(ws, tmp_path)
+    assert alone.train.init_from == ""
+    ws.copy_block = (8, 200)
+    with pytest.raises(ConfigError, match=r"\[warm_start\] the pretrain stage.*copy_block"):
+        _pretrain_stages(ws, tmp_path)
