@@ -2,7 +2,8 @@
 
     config.init_from    the policy to start from (training workdir, step dir, model dir);
                         "" = the tiny warm start of experiments/rl.py (pretrain + SFT, cached)
-    config.warm_start   the sizes of that warm start (its model's in warm_start.model)
+    config.warm_start   that warm start: stage lengths, model (warm_start.model), optimizer
+                        (warm_start.optimizer), the induction stage and copy documents
     config.tasks        which tasks the actors train on (a cursorbench suite spec)
     config.actor        actors, environments, sampler shape, actor compute dtype
     config.rollout      per-episode behaviour: tokens per turn, temperature, context strategy
