@@ -116,7 +116,8 @@ def _sized(config, steps: int, ws):
 
 def _pretrain_config(ws, copy_fraction: float, copy_block, init_from: str = ""):
     pretrain = pretrain_tiny.get_config()
-    pretrain.optimizer.learning_rate = ws.pretrain_learning_rate
+    if ws.pretrain_learning_rate is not None:
+        pretrain.optimizer.learning_rate = ws.pretrain_learning_rate
     pretrain.data.copy_fraction = copy_fraction
     pretrain.data.copy_block = tuple(copy_block)
     pretrain.train.init_from = init_from

@@ -78,7 +78,9 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         induction_steps=0,          # a first pretraining stage on copy documents alone (short
                                     # blocks), which forms the induction circuit; 0 = none
         pretrain_steps=300,         # tiny pretraining at 256 tokens
-        pretrain_learning_rate=3e-3,  # (the induction stage's too)
+        # the pretraining (and induction) stages' peak learning rate; None keeps
+        # configs/pretrain_tiny.py's
+        pretrain_learning_rate=ml_collections.FieldReference(None, field_type=float),
         copy_fraction=0.0,          # share of pretraining documents that are synthetic copy
                                     # documents (c2jax/data/copy_task.py); 0 = off
         copy_block=(16, 120),       # (min, max) ids per copy block in pretraining

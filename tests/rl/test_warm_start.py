@@ -1,6 +1,11 @@
-"""The warm start's SFT data restart at summaries exactly as the RL actor's context does
-(experiments/warm_start.py)."""
-from experiments.warm_start import conversation_segments, with_failed_turn
+"""The warm start (experiments/warm_start.py): its SFT data restart at summaries exactly as the
+RL actor's context does, and its stage configs take the `warm_start` settings."""
+import pytest
+
+from c2jax.train.config import ConfigError
+from configs import pretrain_tiny, rl_tiny, sft_tiny
+from experiments.warm_start import (INDUCTION_BLOCK, _pretrain_stages, _sized,
+                                    conversation_segments, with_failed_turn)
 
 
 def test_conversations_are_cut_at_summary_turns():
@@ -37,12 +42,9 @@ def test_stage_configs_take_the_warm_start_optimizer_and_copy_share(tmp_path):
     """`warm_start.optimizer` reaches every stage (None keeps the stage's own value); the
     induction stage trains on short copy blocks and the pretraining stage starts from it with
     its own copy share and block; a block too long for the rows fails before anything runs."""
-    import pytest
-
-    from c2jax.train.config import ConfigError
-    from configs import rl_tiny, sft_tiny
-    from experiments.warm_start import INDUCTION_BLOCK, _pretrain_stages, _sized
     ws = rl_tiny.get_config().warm_start
+    [(_, default)] = _pretrain_stages(ws, tmp_path)
+    assert default.optimizer.learning_rate == pretrain_tiny.get_config().optimizer.learning_rate
     ws.optimizer.b2 = 0.999
     ws.pretrain_learning_rate, ws.copy_fraction, ws.copy_block = 1e-3, 0.5, (8, 100)
     ws.model.qk_rope_head_dim = 32
