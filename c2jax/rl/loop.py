@@ -242,7 +242,12 @@ def _publish_copy(state) -> dict:
 
 
 def _rl_state(controller, ledger, fleet) -> dict:
-    return {"controller": controller.state(), "ledger": ledger.snapshot(fleet.snapshots())}
+    """Controller counters and ledger read together (staleness module docstring). The
+    actors' live snapshots come first, outside the lock: a group admitted after them is
+    stored with no live episodes and simply starts again on resume."""
+    live = fleet.snapshots()
+    counters, rollouts = controller.state(also=lambda: ledger.snapshot(live))
+    return {"controller": counters, "ledger": rollouts}
 
 
 def _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler, ledger,

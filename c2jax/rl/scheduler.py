@@ -67,12 +67,16 @@ class Scheduler:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            group_id = self.controller.acquire(timeout=0.2)
+            group_id = self.controller.acquire(timeout=0.2, admit=self._admit)
             if group_id is None:
                 continue
-            index = task_index(group_id, self.num_tasks, self.seed)
-            self.ledger.start(group_id, index, self.version())
-            self._submit(group_id, index, range(self.group_size), {})
+            self._submit(group_id, self.ledger.running_info(group_id).task_index,
+                         range(self.group_size), {})
+
+    def _admit(self, group_id: int) -> None:
+        """The ledger's record of a new group, made under the controller's lock."""
+        self.ledger.start(group_id, task_index(group_id, self.num_tasks, self.seed),
+                          self.version())
 
     def _actor(self):
         return min(self.actors, key=lambda a: a.in_flight)
@@ -113,8 +117,8 @@ class Scheduler:
         info = self.ledger.running_info(group_id)
         episodes = [e for _, e in sorted(self.ledger.finished_episodes(group_id).items())]
         group = self.make_group(group_id, info.task_index, info.admitted_version, episodes)
-        self.ledger.group_done(group, group_id)
-        self.controller.finish(accepted=group is not None)
+        self.controller.finish(accepted=group is not None,
+                               record=lambda: self.ledger.group_done(group, group_id))
 
     def stop(self) -> None:
         """Stops admitting; groups still running stay in the ledger (a checkpoint keeps them)."""

@@ -17,10 +17,18 @@ A group that fails (infra) releases its slot without counting as accepted. After
 controller restarts from the checkpoint's counts (`state()` / `from_state`), so the bound
 holds across restarts (AReaL's `on_version_recovered` problem: a naive restart admits a
 burst).
+
+The counters must agree with the rollout ledger a checkpoint stores next to them: every id
+below `next_group` is consumed, queued, in flight or dropped there. So the ledger transitions
+that go with an admission or a finish run under this controller's lock (`acquire(admit=...)`,
+`finish(record=...)`), and a checkpoint reads both under it (`state(also=...)`). Otherwise a
+checkpoint taken between `acquire` and the ledger's `start` stores an id no group has, and
+the restarted run never generates it.
 """
 from __future__ import annotations
 
 import threading
+from typing import Any, Callable
 
 
 class StalenessController:
@@ -49,15 +57,20 @@ class StalenessController:
                         - self.accepted - self.running)
         return max(0, min(self.max_running - self.running, by_staleness))
 
-    def acquire(self, timeout: float | None = None) -> int | None:
-        """Blocks until a group may start; returns its id (None when closed or timed out)."""
+    def acquire(self, timeout: float | None = None,
+                admit: Callable[[int], None] | None = None) -> int | None:
+        """Blocks until a group may start; returns its id (None when closed or timed out).
+        `admit(group_id)` (the ledger's record of the start) runs under the lock, so a
+        concurrent `state(also=...)` sees the id and the record together or neither."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._closed or self._capacity() > 0, timeout):
                 return None
             if self._closed:
                 return None
-            self.running += 1
             group_id = self.next_group
+            if admit is not None:
+                admit(group_id)
+            self.running += 1
             self.next_group += 1
             return group_id
 
@@ -66,9 +79,12 @@ class StalenessController:
         with self._cond:
             self.running += count
 
-    def finish(self, accepted: bool) -> None:
-        """A running group ended: accepted (handed to the learner) or failed (dropped)."""
+    def finish(self, accepted: bool, record: Callable[[], None] | None = None) -> None:
+        """A running group ended: accepted (handed to the learner) or failed (dropped).
+        `record()` (the ledger's move of the group) runs under the lock, as in `acquire`."""
         with self._cond:
+            if record is not None:
+                record()
             self.running -= 1
             self.accepted += int(accepted)
             self._cond.notify_all()
@@ -84,7 +100,10 @@ class StalenessController:
             self._closed = True
             self._cond.notify_all()
 
-    def state(self) -> dict:
+    def state(self, also: Callable[[], Any] | None = None) -> dict | tuple[dict, Any]:
+        """The counters a checkpoint stores; with `also`, `(counters, also())` read under one
+        lock, so no group is admitted or finished between the two."""
         with self._cond:
-            return {"version": self.version, "accepted": self.accepted,
-                    "next_group": self.next_group}
+            counters = {"version": self.version, "accepted": self.accepted,
+                        "next_group": self.next_group}
+            return counters if also is None else (counters, also())

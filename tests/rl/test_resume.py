@@ -35,7 +35,8 @@ def final_rollout_state(workdir):
 
 def test_sigkill_then_restart_loses_and_repeats_nothing(tmp_path, policy_dir):
     workdir, steps = tmp_path / "rl", 12
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    # One CPU device, compiled at the suite's optimisation level (tests/conftest.py).
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_backend_optimization_level=0")
     proc = subprocess.Popen(command(workdir, policy_dir, steps), cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240

@@ -10,12 +10,15 @@ from c2jax.model import apply, init, model_config
 from c2jax.train.turn_match import assistant_turns, turn_match
 
 
-def _greedy(cfg, variables, prompt, n):
-    """n greedy tokens after `prompt`, one forward of the whole prefix per token."""
+def _greedy(cfg, variables, prompt, n, width=16):
+    """n greedy tokens after `prompt`, one forward of the whole prefix per token (padded on
+    the right to `width`, which a causal model ignores, so it compiles once)."""
+    forward = jax.jit(lambda v, t: jnp.argmax(apply(v, t, cfg=cfg)[0][0], -1))
     ids = list(prompt)
     for _ in range(n):
-        logits, _ = apply(variables, jnp.asarray([ids]), cfg=cfg)
-        ids.append(int(jnp.argmax(logits[0, -1])))
+        padded = np.zeros((1, width), np.int32)
+        padded[0, :len(ids)] = ids
+        ids.append(int(forward(variables, jnp.asarray(padded))[len(ids) - 1]))
     return ids
 
 
