@@ -1,9 +1,12 @@
 """RL runtime benchmarks, measured side by side in one run on the same config and policy.
 
-    python -m experiments.bench_rl [--init_from=DIR] [--steps=6] [--parts=throughput,kl]
+    python -m experiments.bench_rl [--config=configs/rl_tiny.py [--config.FIELD=VALUE ...]]
+                                   [--init_from=DIR] [--steps=6] [--parts=throughput,kl]
 
-Every run is `c2jax.rl.loop.train_rl` on the demo's config (`configs/rl_tiny.py`: the tiny
-warm start, sandboxed mini:train episodes) in a fresh temporary workdir, without evaluation.
+Every run is `c2jax.rl.loop.train_rl` on `--config` (default the demo's `configs/rl_tiny.py`:
+the tiny warm start, sandboxed mini:train episodes), with overrides as in experiments.rl, in a
+fresh temporary workdir, without evaluation. E.g. `--config.warm_start.model.
+num_hidden_layers=4` measures a policy with three MoE layers instead of one.
 
 throughput   synchronous (eta = 0: generate, then train) against asynchronous (eta =
              `--eta`) RL. Trajectories/s counts the episodes the learner consumed between
@@ -20,24 +23,28 @@ kl           the learner/actor mismatch KL (k3 estimator of KL(pi_learner || pi_
              version-matched column (`learner.matched_kl`) scores each segment under the
              params that sampled it and so stays numerics plus flips.
 
-The policy (`--init_from`, default the cached tiny warm start of experiments/rl.py) and the
-task order are the same for every run.
+The policy (`--init_from`, else the config's `init_from`, else the config's cached warm start,
+as experiments/rl.py builds it) and the task order are the same for every run.
 """
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 from absl import app, flags, logging
+from ml_collections import config_flags
 
-from configs import rl_tiny
 from experiments.cli import QuietOrbax, parse_flags
 from experiments.task_source import task_source
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("init_from", "", "policy to start from; '' = the tiny warm start")
+_CONFIG = config_flags.DEFINE_config_file("config", None, "RL config file (default "
+                                          "configs/rl_tiny.py; overrides need it named)")
+flags.DEFINE_string("init_from", "", "policy to start from; '' = the config's init_from, "
+                    "else its warm start")
 flags.DEFINE_list("parts", ["throughput", "kl"], "which measurements to run")
 flags.DEFINE_integer("steps", 6, "learner steps per throughput run")
 flags.DEFINE_integer("warmup_steps", 1, "steps excluded from the throughput window")
@@ -48,9 +55,17 @@ flags.DEFINE_integer("kl_eta", 0, "staleness bound of the mismatch-KL runs (0: e
 flags.DEFINE_string("suite", "mini:train:400", "tasks the actors run")
 
 
+def base_config():
+    """`--config` as given, else configs/rl_tiny.py."""
+    if _CONFIG.value is None:
+        from configs import rl_tiny
+        return rl_tiny.get_config()
+    return _CONFIG.value.copy_and_resolve_references()
+
+
 def bench_config(**sections):
-    """The demo config with `sections` merged in, no evaluation and one checkpoint at the end."""
-    config = rl_tiny.get_config()
+    """`--config` with `sections` merged in, no evaluation and one checkpoint at the end."""
+    config = base_config()
     with config.unlocked():
         config.init_from = FLAGS.init_from
         config.progress_bar = False
@@ -90,7 +105,7 @@ def throughput_row(label: str, eta: int) -> dict:
 def throughput_table() -> None:
     rows = [throughput_row("synchronous", 0), throughput_row("asynchronous", FLAGS.eta)]
     base = rows[0]["trajectories_per_s"]
-    print(f"\n## Async vs sync RL: configs/rl_tiny.py, steps {FLAGS.warmup_steps + 1}.."
+    print(f"\n## Async vs sync RL: {_config_name()}, steps {FLAGS.warmup_steps + 1}.."
           f"{FLAGS.steps} timed\n")
     print("| mode | eta | episodes | seconds | trajectories/s | vs sync | learner idle | "
           "actor tokens/s | s per step | mean staleness |")
@@ -128,7 +143,7 @@ def kl_table() -> None:
                 share=float(np.mean([r["learner/matched_token_fraction"] for r in history])),
                 is_max=max(r["learner/is_weight_max"] for r in history)))
     without = {r["label"]: r for r in rows if not r["replay"]}
-    print(f"\n## Mismatch KL, actor vs fp32 learner: configs/rl_tiny.py, eta {FLAGS.kl_eta}, "
+    print(f"\n## Mismatch KL, actor vs fp32 learner: {_config_name()}, eta {FLAGS.kl_eta}, "
           f"{FLAGS.kl_steps} steps each\n")
     print("| actor | routing replay | KL vs current params, per step | mean | vs no replay | "
           "version-matched KL | vs no replay | matched tokens | max IS weight |")
@@ -143,6 +158,14 @@ def kl_table() -> None:
               f"{r['is_max']:.2f} |")
 
 
+def _config_name() -> str:
+    """The config file and its overrides, as given on the command line."""
+    if _CONFIG.value is None:
+        return "configs/rl_tiny.py"
+    overrides = [a for a in sys.argv[1:] if a.startswith("--config.")]
+    return " ".join([config_flags.get_config_filename(FLAGS["config"]), *overrides])
+
+
 def _token_weighted(history: list[dict], value: str, weight: str) -> float:
     """Mean of a per-step metric over the steps, each weighted by its token share."""
     weights = np.asarray([r[weight] for r in history])
@@ -153,9 +176,13 @@ def _token_weighted(history: list[dict], value: str, weight: str) -> float:
 def main(argv):
     del argv
     logging.get_absl_handler().addFilter(QuietOrbax())
+    config = base_config()
+    if not FLAGS.init_from:
+        FLAGS.init_from = config.init_from
     if not FLAGS.init_from:
         from experiments.warm_start import warm_start
-        FLAGS.init_from = str(warm_start(rl_tiny.get_config().warm_start))
+        FLAGS.init_from = str(warm_start(config.warm_start))
+    print(f"policy: {FLAGS.init_from}")
     if FLAGS.warmup_steps < 1 or FLAGS.steps <= FLAGS.warmup_steps:
         raise app.UsageError("need 1 <= --warmup_steps < --steps")
     parts = {"throughput": throughput_table, "kl": kl_table}
