@@ -1,7 +1,8 @@
 """RL runtime benchmarks, measured side by side in one run on the same config and policy.
 
     python -m experiments.bench_rl [--config=configs/rl_tiny.py [--config.FIELD=VALUE ...]]
-                                   [--init_from=DIR] [--steps=6] [--parts=throughput,kl]
+                                   [--init_from=DIR] [--steps=6] [--repeats=1]
+                                   [--parts=throughput,kl]
 
 Every run is `c2jax.rl.loop.train_rl` on `--config` (default the demo's `configs/rl_tiny.py`:
 the tiny warm start, sandboxed mini:train episodes), with overrides as in experiments.rl, in a
@@ -12,7 +13,13 @@ throughput   synchronous (eta = 0: generate, then train) against asynchronous (e
              `--eta`) RL. Trajectories/s counts the episodes the learner consumed between
              the end of step `--warmup_steps` (compilation, first sandboxes) and the end of
              step `--steps`; the learner idle fraction is the share of those steps' wall time
-             the learner waited for a batch.
+             the learner waited for a batch; CPU use is the CPU seconds of the process and its
+             finished children (sandboxes) over that window, per core available. Overlap can
+             only fill time the synchronous run leaves idle: 1 / (1 - learner share) when
+             learner and actors have their own devices, 1 / CPU use when they share CPUs;
+             async beats that only by doing less work per trajectory (CPU s per trajectory:
+             e.g. decode batches that stay full instead of draining at every step's end).
+             `--repeats` alternates sync/async pairs and reports the median ratio.
 kl           the learner/actor mismatch KL (k3 estimator of KL(pi_learner || pi_actor) over
              trained tokens) with a bfloat16 actor and a float32 learner, with routing replay
              and without it, the actor's output head in float32 (the RL default,
@@ -28,6 +35,7 @@ as experiments/rl.py builds it) and the task order are the same for every run.
 """
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -48,6 +56,7 @@ flags.DEFINE_string("init_from", "", "policy to start from; '' = the config's in
 flags.DEFINE_list("parts", ["throughput", "kl"], "which measurements to run")
 flags.DEFINE_integer("steps", 6, "learner steps per throughput run")
 flags.DEFINE_integer("warmup_steps", 1, "steps excluded from the throughput window")
+flags.DEFINE_integer("repeats", 1, "synchronous/asynchronous throughput pairs, alternating")
 flags.DEFINE_integer("eta", 2, "staleness bound of the asynchronous run")
 flags.DEFINE_integer("kl_steps", 2, "learner steps per mismatch-KL run")
 flags.DEFINE_integer("kl_eta", 0, "staleness bound of the mismatch-KL runs (0: every token is "
@@ -77,15 +86,23 @@ def bench_config(**sections):
     return config
 
 
-def run(config) -> tuple[list[dict], list[float]]:
-    """(per-step records, wall-clock time at the end of each step) of one fresh RL run."""
+def run(config) -> tuple[list[dict], list[tuple[float, float]]]:
+    """(per-step records, (wall-clock time, CPU seconds used so far) at the end of each step)
+    of one fresh RL run. CPU seconds are user + system of this process and of its finished
+    children (the sandboxed tool and test runs)."""
     from c2jax.rl.loop import train_rl
     tasks, make_env = task_source(config.tasks)
-    ends: list[float] = []
+    ends: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory() as workdir:
         result = train_rl(config, Path(workdir) / "rl", tasks=tasks, make_env=make_env,
-                          on_step=lambda step, record: ends.append(time.monotonic()))
+                          on_step=lambda step, record: ends.append((time.monotonic(),
+                                                                    _cpu_seconds())))
     return result.history, ends
+
+
+def _cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def throughput_row(label: str, eta: int) -> dict:
@@ -93,9 +110,10 @@ def throughput_row(label: str, eta: int) -> dict:
     history, ends = run(bench_config(learner=dict(steps=steps), staleness=dict(eta=eta)))
     window = history[warm:]
     episodes = int(sum(r["episodes/trained"] for r in window))
-    seconds = ends[-1] - ends[warm - 1]
+    seconds = ends[-1][0] - ends[warm - 1][0]
+    cpu = (ends[-1][1] - ends[warm - 1][1]) / (seconds * (os.cpu_count() or 1))
     return {"label": label, "eta": eta, "episodes": episodes, "seconds": seconds,
-            "trajectories_per_s": episodes / seconds,
+            "trajectories_per_s": episodes / seconds, "cpu": cpu,
             "idle": float(np.mean([r["learner/idle_fraction"] for r in window])),
             "actor_tok_s": float(np.mean([r["actor/tokens_per_sec"] for r in window])),
             "staleness": float(np.mean([r.get("staleness/mean", 0.0) for r in window])),
@@ -103,21 +121,34 @@ def throughput_row(label: str, eta: int) -> dict:
 
 
 def throughput_table() -> None:
-    rows = [throughput_row("synchronous", 0), throughput_row("asynchronous", FLAGS.eta)]
-    base = rows[0]["trajectories_per_s"]
+    """`--repeats` synchronous/asynchronous pairs, alternating, so drift on a shared machine
+    touches both modes alike; each pair's ratio, then the median."""
+    pairs = [(throughput_row("synchronous", 0), throughput_row("asynchronous", FLAGS.eta))
+             for _ in range(FLAGS.repeats)]
     print(f"\n## Async vs sync RL: {_config_name()}, steps {FLAGS.warmup_steps + 1}.."
-          f"{FLAGS.steps} timed\n")
-    print("| mode | eta | episodes | seconds | trajectories/s | vs sync | learner idle | "
-          "actor tokens/s | s per step | mean staleness |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['label']} | {r['eta']} | {r['episodes']} | {r['seconds']:.1f} | "
-              f"{r['trajectories_per_s']:.3f} | {r['trajectories_per_s'] / base:.2f}x | "
-              f"{r['idle']:.1%} | {r['actor_tok_s']:.0f} | {r['step_s']:.1f} | "
-              f"{r['staleness']:.2f} |")
-    share = 1.0 - rows[0]["idle"]
-    print(f"\nThe synchronous learner computes {share:.1%} of the time; hiding all of it behind "
-          f"generation bounds the async speed-up at {1.0 / (1.0 - share):.2f}x on this config.")
+          f"{FLAGS.steps} timed, {FLAGS.repeats} pair(s)\n")
+    print("| pair | mode | eta | episodes | seconds | trajectories/s | vs sync | learner idle | "
+          "actor tokens/s | s per step | mean staleness | CPU use | CPU s per trajectory |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cores = os.cpu_count() or 1
+    for i, pair in enumerate(pairs):
+        base = pair[0]["trajectories_per_s"]
+        for r in pair:
+            print(f"| {i + 1} | {r['label']} | {r['eta']} | {r['episodes']} | "
+                  f"{r['seconds']:.1f} | {r['trajectories_per_s']:.3f} | "
+                  f"{r['trajectories_per_s'] / base:.2f}x | {r['idle']:.1%} | "
+                  f"{r['actor_tok_s']:.0f} | {r['step_s']:.1f} | {r['staleness']:.2f} | "
+                  f"{r['cpu']:.0%} | {r['cpu'] * cores * r['seconds'] / r['episodes']:.2f} |")
+    ratios = [a["trajectories_per_s"] / s["trajectories_per_s"] for s, a in pairs]
+    share = float(np.median([1.0 - s["idle"] for s, _ in pairs]))
+    cpu = float(np.median([s["cpu"] for s, _ in pairs]))
+    print(f"\nAsync / sync: median {np.median(ratios):.2f}x over {len(ratios)} pair(s) "
+          f"(range {min(ratios):.2f}-{max(ratios):.2f}). The synchronous learner computes "
+          f"{share:.1%} of the time: hiding all of it behind generation gives "
+          f"{1.0 / (1.0 - share):.2f}x. The synchronous run keeps {cpu:.0%} of the "
+          f"{os.cpu_count()} cores busy: on a machine that actors and learner share, overlap "
+          f"alone gives at most {1.0 / max(cpu, 1e-9):.2f}x; more needs less work per "
+          f"trajectory (CPU s per trajectory), e.g. fuller decode batches.")
 
 
 def kl_table() -> None:
@@ -185,6 +216,8 @@ def main(argv):
     print(f"policy: {FLAGS.init_from}")
     if FLAGS.warmup_steps < 1 or FLAGS.steps <= FLAGS.warmup_steps:
         raise app.UsageError("need 1 <= --warmup_steps < --steps")
+    if FLAGS.repeats < 1:
+        raise app.UsageError(f"--repeats={FLAGS.repeats}: need at least one pair")
     parts = {"throughput": throughput_table, "kl": kl_table}
     unknown = set(FLAGS.parts) - set(parts)
     if unknown:

@@ -52,8 +52,8 @@ def _section(**fields) -> ml_collections.ConfigDict:
 WARM_START_MODEL_FIELDS = ("hidden_size", "num_hidden_layers", "intermediate_size",
                            "num_attention_heads", "q_lora_rank", "kv_lora_rank",
                            "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                           "n_routed_experts", "moe_intermediate_size", "tie_word_embeddings",
-                           "num_mtp_layers")
+                           "n_routed_experts", "num_experts_per_tok", "n_group", "topk_group",
+                           "moe_intermediate_size", "tie_word_embeddings", "num_mtp_layers")
 #: Optimizer fields `warm_start.optimizer` sets for all three stages (defaults: the stage
 #: default, c2jax.train.config.optimizer_config). On the copy toy, the default's b2 0.95 and
 #: decay keep the tiny model from forming induction heads (BENCHMARKS.md, "The copy toy").

@@ -55,3 +55,13 @@ def test_a_bad_warm_start_model_is_named_before_anything_runs():
         validate(config)
     config.init_from = "runs/some_policy"      # the warm start is not built: not checked
     validate(config)
+
+
+def test_the_warm_start_routing_is_configurable_and_checked():
+    config = rl_config()
+    config.warm_start.model.update(n_routed_experts=32, num_experts_per_tok=4, n_group=4,
+                                   topk_group=2)
+    validate(config)
+    config.warm_start.model.topk_group = 5
+    with pytest.raises(ConfigError, match=r"\[warm_start.model\].*topk_group.*n_group=4"):
+        validate(config)
