@@ -100,6 +100,9 @@ def run(config) -> tuple[list[dict], list[tuple[float, float]]]:
     return result.history, ends
 
 
+_CORES = os.cpu_count() or 1
+
+
 def _cpu_seconds() -> float:
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
@@ -111,9 +114,10 @@ def throughput_row(label: str, eta: int) -> dict:
     window = history[warm:]
     episodes = int(sum(r["episodes/trained"] for r in window))
     seconds = ends[-1][0] - ends[warm - 1][0]
-    cpu = (ends[-1][1] - ends[warm - 1][1]) / (seconds * (os.cpu_count() or 1))
+    cpu_seconds = ends[-1][1] - ends[warm - 1][1]
     return {"label": label, "eta": eta, "episodes": episodes, "seconds": seconds,
-            "trajectories_per_s": episodes / seconds, "cpu": cpu,
+            "trajectories_per_s": episodes / seconds,
+            "cpu": cpu_seconds / (seconds * _CORES), "cpu_s_per_episode": cpu_seconds / episodes,
             "idle": float(np.mean([r["learner/idle_fraction"] for r in window])),
             "actor_tok_s": float(np.mean([r["actor/tokens_per_sec"] for r in window])),
             "staleness": float(np.mean([r.get("staleness/mean", 0.0) for r in window])),
@@ -130,7 +134,6 @@ def throughput_table() -> None:
     print("| pair | mode | eta | episodes | seconds | trajectories/s | vs sync | learner idle | "
           "actor tokens/s | s per step | mean staleness | CPU use | CPU s per trajectory |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    cores = os.cpu_count() or 1
     for i, pair in enumerate(pairs):
         base = pair[0]["trajectories_per_s"]
         for r in pair:
@@ -138,7 +141,7 @@ def throughput_table() -> None:
                   f"{r['seconds']:.1f} | {r['trajectories_per_s']:.3f} | "
                   f"{r['trajectories_per_s'] / base:.2f}x | {r['idle']:.1%} | "
                   f"{r['actor_tok_s']:.0f} | {r['step_s']:.1f} | {r['staleness']:.2f} | "
-                  f"{r['cpu']:.0%} | {r['cpu'] * cores * r['seconds'] / r['episodes']:.2f} |")
+                  f"{r['cpu']:.0%} | {r['cpu_s_per_episode']:.2f} |")
     ratios = [a["trajectories_per_s"] / s["trajectories_per_s"] for s, a in pairs]
     share = float(np.median([1.0 - s["idle"] for s, _ in pairs]))
     cpu = float(np.median([s["cpu"] for s, _ in pairs]))
@@ -146,7 +149,7 @@ def throughput_table() -> None:
           f"(range {min(ratios):.2f}-{max(ratios):.2f}). The synchronous learner computes "
           f"{share:.1%} of the time: hiding all of it behind generation gives "
           f"{1.0 / (1.0 - share):.2f}x. The synchronous run keeps {cpu:.0%} of the "
-          f"{os.cpu_count()} cores busy: on a machine that actors and learner share, overlap "
+          f"{_CORES} cores busy: on a machine that actors and learner share, overlap "
           f"alone gives at most {1.0 / max(cpu, 1e-9):.2f}x; more needs less work per "
           f"trajectory (CPU s per trajectory), e.g. fuller decode batches.")
 
