@@ -17,6 +17,14 @@ on the copy toy (a 32-dim rotary key, tied embeddings, a 64-wide KV latent, no M
 b2 0.999 and no decay, clipping or cosine). 23 minutes on 2 cores instead of 15, and
 it does not resolve a mini:test task either (BENCHMARKS.md, "Induction through the
 pretraining pipeline").
+
+    python -m experiments.rl --config=configs/rl_tiny.py:understanding --workdir=runs/rl_und
+
+`:understanding` narrows the recipe to the one category of mini tasks such a policy can reach:
+questions about the code, answered by listing, reading, running the call and copying the
+value into `finish`. The induction warm start's SFT learns only those oracle trajectories, as
+bare calls and with made-up package names, RL trains on mini:train's understanding tasks and
+evaluation covers all 40 of mini:test's (BENCHMARKS.md, "RL on the understanding tasks").
 """
 from c2jax.rl.config import rl_config
 
@@ -27,15 +35,30 @@ INDUCTION_WARM_START = dict(
     optimizer=dict(b2=0.999, weight_decay=0.0, grad_clip_norm=0.0, min_lr_ratio=1.0),
     induction_steps=2500, pretrain_steps=600, pretrain_learning_rate=1e-3,
     copy_fraction=0.99, copy_block=(8, 120), sft_steps=750, sft_learning_rate=1e-3)
-VARIANTS = ("", "induction")
+#: The `:understanding` variant: the induction warm start, its SFT on the oracle trajectories
+#: of mini:train's understanding questions only (400 of 2,000 tasks), RL on those questions and
+#: evaluation on all 40 of mini:test. They are the one category a copying 64-wide policy can
+#: answer: list, read, run the call (`run_terminal`), copy the printed value into `finish`.
+UNDERSTANDING = ("understanding",)
+VARIANTS = ("", "induction", "understanding")
 
 
 def get_config(arg=None):
     if (arg or "") not in VARIANTS:
         raise ValueError(f"configs/rl_tiny.py:{arg}: choose one of {VARIANTS[1:]} or none")
     config = _demo()
-    if arg == "induction":
+    if arg in ("induction", "understanding"):
         config.warm_start.update(INDUCTION_WARM_START)
+    if arg == "understanding":
+        # the oracle's calls without its reasoning, each conversation twice with made-up
+        # package and module names; copy documents in the SFT mix keep the induction circuit
+        config.warm_start.update(sft_tasks=2000, sft_categories=UNDERSTANDING, sft_steps=1500,
+                                 sft_thoughts=False, sft_fresh_names=2, sft_copy_fraction=0.5)
+        config.tasks.update(suite="mini:train:2000", categories=UNDERSTANDING)
+        config.eval.update(categories=UNDERSTANDING, tasks=0)
+        # the oracle's run_terminal turns are up to 343 characters (~110 tokens); its
+        # answers take 3-5 turns, so 8 leave room for a few failed ones
+        config.rollout.update(max_new_tokens=160, max_turns=8)
     return config
 
 

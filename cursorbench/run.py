@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="model agents: tokens per assistant turn (default 256)")
     parser.add_argument("--max-len", type=int, default=2048,
                         help="model agents: context length of the sampler (default 2048)")
+    parser.add_argument("--category", default="",
+                        help="run only tasks of these categories, comma-separated (debug, "
+                             "feature, refactor, understanding); --limit counts after it")
     parser.add_argument("--limit", type=int, default=None,
                         help="run only the first LIMIT tasks of the suite")
     args = parser.parse_args(argv)
@@ -52,10 +55,11 @@ def main(argv: list[str] | None = None) -> int:
             max_len=args.max_len, slots=max(args.workers, 1))
         with tqdm(desc=f"building {args.suite}", unit="task", leave=False) as bar:
             suite = suites.resolve(args.suite, seed=args.seed,
-                                   context_budget=args.context_budget, progress=bar.update)
+                                   context_budget=args.context_budget, progress=bar.update,
+                                   categories=[c for c in args.category.split(",") if c])
         tasks = suite.tasks[:args.limit] if args.limit else suite.tasks
         summary = harness.run(tasks, factory, args.out, k=args.k, workers=args.workers,
-                              suite=args.suite, agent=args.agent, sandbox=args.sandbox)
+                              suite=suite.name, agent=args.agent, sandbox=args.sandbox)
     except (agents.AgentSpecError, suites.SuiteError, harness.RunDirError,
             HumanEvalUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)

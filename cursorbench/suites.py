@@ -8,6 +8,9 @@ Specs:
   into the cache (`cursorbench/real/suite.py`);
 - a path: a directory of task directories (or one task directory) in the environment's format.
 
+`categories` keeps only the tasks of those categories (`debug`, `feature`, `refactor`,
+`understanding`), in suite order: `mini:test` restricted to `understanding` is its 40 questions.
+
 The cache is `$C2JAX_CACHE_DIR/cursorbench` (default `~/.cache/c2jax/cursorbench`). A generated
 suite lives in a directory named after everything that determines it (split, size, seed,
 context budget and a hash of the generator's code), written under a temporary name and renamed
@@ -19,10 +22,10 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from environments.task import Task, TaskError, load_suite, load_task
+from environments.task import CATEGORIES, Task, TaskError, load_suite, load_task
 
 from cursorbench import humaneval
 from cursorbench.mini import generate
@@ -49,8 +52,14 @@ def cache_root() -> Path:
 
 
 def resolve(spec: str, *, seed: int = 0, context_budget: int | None = None,
-            workers: int = 1, progress: Callable[[int], None] | None = None) -> Suite:
-    """The suite a spec names, generated into the cache first if needed."""
+            workers: int = 1, progress: Callable[[int], None] | None = None,
+            categories: Sequence[str] = ()) -> Suite:
+    """The suite a spec names, generated into the cache first if needed; with `categories`,
+    only its tasks of those categories (the suite's name then ends in `@cat1,cat2`)."""
+    unknown = sorted(set(categories) - set(CATEGORIES))
+    if unknown:
+        raise SuiteError(f"--suite={spec}: unknown task categories {', '.join(unknown)}; "
+                         f"choose from {', '.join(CATEGORIES)}")
     if spec.startswith("mini:"):
         path = _mini(spec, seed, context_budget, workers, progress)
     elif spec == "humaneval":
@@ -71,7 +80,14 @@ def resolve(spec: str, *, seed: int = 0, context_budget: int | None = None,
         tasks = [load_task(path)] if (path / "task.json").exists() else load_suite(path)
     except TaskError as e:
         raise SuiteError(f"--suite={spec}: {e}") from None
-    return Suite(name=spec, path=path, tasks=tasks)
+    if not categories:
+        return Suite(name=spec, path=path, tasks=tasks)
+    kept = [task for task in tasks if task.category in categories]
+    if not kept:
+        found = sorted({task.category for task in tasks})
+        raise SuiteError(f"--suite={spec}: no task of the categories {', '.join(categories)} "
+                         f"(it has {', '.join(found) or 'no tasks'})")
+    return Suite(name=f"{spec}@{','.join(categories)}", path=path, tasks=kept)
 
 
 def real_path(specs=None, seeds: int | None = None) -> Path:

@@ -10,13 +10,15 @@ Before the test command runs:
 The result comes from a JUnit XML report written outside the workspace, never from the
 printed log (an agent can print "PASSED"), and it must agree with the exit code (as in
 SWE-bench's anti-spoofing check). Only "passed" counts: skipped, xfailed, failed and errored
-tests all count as failed, and a command that reports no tests scores zero.
+tests all count as failed, and a command that reports no tests scores zero. A question's
+answer must appear in the finish summary as a whole literal (`answer_in`).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
+import re
 import stat
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path, PurePosixPath
@@ -74,6 +76,14 @@ def is_test_path(rel: str) -> bool:
             or name.endswith("_test.py") or any(p in ("tests", "test") for p in parts[:-1]))
 
 
+def answer_in(answer: str, summary: str) -> bool:
+    """Whether `summary` states `answer` (a Python repr) as a whole literal: not as part of a
+    longer one, so the answer `2` is in "It is 2." but not in "It is 20", "2.5", "-2" or "x2".
+    (A plain substring test lets a policy that writes any number containing the digit pass.)"""
+    pattern = r"(?<![\w.\-])" + re.escape(answer.strip()) + r"(?!\w|\.\d)"
+    return re.search(pattern, summary) is not None
+
+
 def grade(task: Task, workspace: Workspace, baseline: Path, runner, grader_dir: Path,
           summary: str) -> Grade:
     """Scores the workspace. `grader_dir` is a host directory outside the workspace, writable
@@ -81,7 +91,7 @@ def grade(task: Task, workspace: Workspace, baseline: Path, runner, grader_dir: 
     notes: list[str] = []
     answer_matched = None
     if task.answer is not None:
-        answer_matched = task.answer.strip() in summary
+        answer_matched = answer_in(task.answer, summary)
         if not answer_matched:
             notes.append("the finish summary does not contain the expected answer")
     status: dict[str, str] = {}

@@ -47,7 +47,7 @@ def evaluate(label: str, cfg, variables, tokenizer, config, out_dir: Path) -> di
     from c2jax.rl.loop import rollout_settings
     from c2jax.sampling import Engine, GenerationServer, sampler_config
     from cursorbench import harness, suites
-    suite = suites.resolve(ev.suite)
+    suite = suites.resolve(ev.suite, categories=tuple(ev.categories))
     tasks = suite.tasks[:ev.tasks] if ev.tasks else suite.tasks
     settings = rollout_settings(config)
     settings = type(settings)(**{**settings.__dict__, "temperature": ev.temperature})
@@ -56,7 +56,7 @@ def evaluate(label: str, cfg, variables, tokenizer, config, out_dir: Path) -> di
     with GenerationServer(engine) as server:
         factory = policy_agent_factory(server, ChatTemplate(tokenizer), settings)
         return harness.run(tasks, factory, out_dir, k=ev.k, workers=ev.workers,
-                           suite=ev.suite, agent=label, sandbox=config.tasks.sandbox)
+                           suite=suite.name, agent=label, sandbox=config.tasks.sandbox)
 
 
 def report(before: dict | None, after: dict | None, k: int) -> str:

@@ -5,8 +5,9 @@ import importlib
 
 
 def task_source(tasks_cfg):
-    """(tasks, make_env) of the config's `tasks.suite`: a cursorbench suite in the sandboxed
-    CodingEnv, or `python:module:function`, which is called with the tasks section."""
+    """(tasks, make_env) of the config's `tasks.suite`: a cursorbench suite (its tasks of
+    `tasks.categories`, if any) in the sandboxed CodingEnv, or `python:module:function`, which
+    is called with the tasks section."""
     spec = tasks_cfg.suite
     if spec.startswith("python:"):
         module, _, name = spec[len("python:"):].partition(":")
@@ -17,6 +18,6 @@ def task_source(tasks_cfg):
         return factory(tasks_cfg)
     from cursorbench import suites
     from environments import CodingEnv
-    suite = suites.resolve(spec)
+    suite = suites.resolve(spec, categories=tuple(tasks_cfg.categories))
     sandbox = tasks_cfg.sandbox
     return suite.tasks, lambda: CodingEnv(sandbox=sandbox)

@@ -11,13 +11,19 @@
               model is resized by `warm_start.model` and its optimizer set by
               `warm_start.optimizer`;
 2. longctx    configs/longctx_tiny.py: YaRN x8 to 2048 tokens (`longctx_steps`);
-3. sft data   the oracle agent replays `sft_tasks` tasks of `mini:train` through the sandboxed
+3. sft data   the oracle agent replays `sft_tasks` tasks of `mini:train` (those of
+              `sft_categories` among them, when set) through the sandboxed
               environment (the same tools the actor uses); its conversations, cut into
               segments at self-summary turns exactly where the RL actor would restart its
               context (system + task + summary, the summary as loss-0 context), become JSONL;
               a `sft_recovery_fraction` of the segments is also written with one failed turn
-              (`with_failed_turn`), so the policy sees how to go on after an error;
-4. sft        configs/sft_tiny.py on that JSONL (`sft_steps`), assistant tokens only;
+              (`with_failed_turn`), so the policy sees how to go on after an error; without
+              `sft_thoughts` the assistant turns keep their calls and drop the reasoning;
+              with `sft_fresh_names` = n each conversation is written n times with made-up
+              package and module names (c2jax/data/fresh_names.py), so names must be copied;
+4. sft        configs/sft_tiny.py on that JSONL (`sft_steps`), assistant tokens only, with
+              `sft_copy_fraction` of copy documents mixed in: fine-tuning on conversations
+              alone erases the induction circuit the earlier stages formed;
 5. probe      the SFT policy's teacher-forced turn match on the held-out SFT conversations
               (c2jax/train/turn_match.py), written to `turn_match.json` and printed: the share
               of assistant turns it reproduces token for token, per turn index; and the copy
@@ -38,6 +44,7 @@ from pathlib import Path
 from absl import logging
 
 from c2jax.data.config import validate as validate_data
+from c2jax.data.fresh_names import fresh_names
 from c2jax.data.tokenizer import cache_dir
 from c2jax.train.config import ConfigError
 from c2jax.train.copy_probe import copy_probe, describe as describe_copy_probe
@@ -98,8 +105,24 @@ def with_failed_turn(segment: list[dict], rng: random.Random) -> list[dict] | No
                             {"role": "tool", "content": error}] + segment[at:])
 
 
+def without_thoughts(messages: list[dict]) -> list[dict]:
+    """`messages` with the text before every assistant tool call removed: the calls alone, for
+    a policy too small to write the oracle's reasoning (which paraphrases the task and the
+    code) without derailing the call after it."""
+    return [dict(m, content="") if m["role"] == "assistant" and m.get("tool_call") else m
+            for m in messages]
+
+
+#: `warm_start` fields added after caches existed, at the values that reproduce the warm start
+#: from before them: left out of the key there, so existing caches stay valid.
+_KEY_NEUTRAL = {"sft_categories": (), "sft_thoughts": True, "sft_fresh_names": 0,
+                "sft_copy_fraction": 0.0}
+
+
 def _key(ws) -> str:
-    return hashlib.sha256(json.dumps(ws.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+    settings = {k: v for k, v in ws.to_dict().items()
+                if k not in _KEY_NEUTRAL or v != _KEY_NEUTRAL[k]}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _sized(config, steps: int, ws):
@@ -152,8 +175,10 @@ def _stage(config, workdir: Path) -> None:
 
 
 def sft_conversations(ws, out: Path) -> int:
-    """Runs the oracle on mini:train and writes the segmented conversations; returns count."""
-    suite = suites.resolve(f"mini:train:{ws.sft_tasks}", context_budget=ws.sft_context_chars)
+    """Runs the oracle on mini:train (its tasks of `sft_categories`, if any) and writes the
+    segmented conversations; returns count."""
+    suite = suites.resolve(f"mini:train:{ws.sft_tasks}", context_budget=ws.sft_context_chars,
+                           categories=tuple(ws.sft_categories))
     run_dir = out.parent / "oracle_run"
     harness.run(suite.tasks, agents.make_agent_factory("oracle"), run_dir, k=1,
                 workers=ws.oracle_workers, suite=suite.name, agent="oracle")
@@ -163,13 +188,18 @@ def sft_conversations(ws, out: Path) -> int:
             trace = json.loads(line)
             if trace.get("error") or not trace.get("messages"):
                 continue
-            for segment in conversation_segments(trace["messages"]):
-                variants = [segment]
-                if rng.random() < ws.sft_recovery_fraction:
-                    variants.append(with_failed_turn(segment, rng))
-                for messages in filter(None, variants):
-                    f.write(json.dumps({"messages": messages}) + "\n")
-                    written += 1
+            messages = trace["messages"] if ws.sft_thoughts else without_thoughts(
+                trace["messages"])
+            copies = ([fresh_names(messages, rng) for _ in range(ws.sft_fresh_names)]
+                      if ws.sft_fresh_names else [messages])
+            for copy in copies:
+                for segment in conversation_segments(copy):
+                    variants = [segment]
+                    if rng.random() < ws.sft_recovery_fraction:
+                        variants.append(with_failed_turn(segment, rng))
+                    for variant in filter(None, variants):
+                        f.write(json.dumps({"messages": variant}) + "\n")
+                        written += 1
     return written
 
 
@@ -203,12 +233,21 @@ def describe_turn_match(stats: dict) -> str:
 
 
 def _sft_config(ws, root: Path):
+    """The SFT stage's config. Raises ConfigError naming the field when its data settings are
+    invalid (checked before anything runs)."""
     sft = sft_tiny.get_config(str(root / "longctx"))
     with sft.unlocked():
         sft.data.source = str(root / SFT_FILE)
         sft.data.seq_len = ws.sft_seq_len
         sft.data.batch_size = ws.sft_batch_size
+        sft.data.copy_fraction = ws.sft_copy_fraction
+        sft.data.copy_block = tuple(ws.copy_block)
         sft.optimizer.learning_rate = ws.sft_learning_rate
+    try:
+        validate_data(sft.data)
+    except ValueError as e:
+        raise ConfigError(f"[warm_start] the sft stage (warm_start.sft_copy_fraction / "
+                          f"copy_block): {e}") from None
     return sft
 
 
@@ -219,6 +258,7 @@ def warm_start(ws) -> Path:
     sft_dir = root / "sft"
     if not (root / DONE).exists():
         pretrain_stages = _pretrain_stages(ws, root)
+        _sft_config(ws, root)                    # its data settings fail before anything runs
         root.mkdir(parents=True, exist_ok=True)
         (root / "settings.json").write_text(json.dumps(ws.to_dict(), indent=1))
         for name, config in pretrain_stages:

@@ -33,6 +33,7 @@ from c2jax.rl.losses import loss_config, validate_loss_config
 from c2jax.rl.rewards import LENGTH_FUNCTIONS, reward_config
 from c2jax.rl.rollout import CONTEXT_STRATEGIES
 from c2jax.train.config import ConfigError, optimizer_config
+from environments.task import CATEGORIES
 
 RUNTIMES = ("inprocess", "ray")
 ACTOR_DTYPES = ("float32", "bfloat16")
@@ -86,9 +87,17 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         copy_block=(16, 120),       # (min, max) ids per copy block in pretraining
         longctx_steps=40,           # YaRN x8 to 2048 tokens
         sft_tasks=300,              # mini:train tasks whose oracle trajectories SFT learns
+        sft_categories=(),          # only these task categories of them ("understanding", ...);
+                                    # () = all
         sft_context_chars=4000,     # oracle trajectories summarise past this many characters
         sft_recovery_fraction=0.5,  # segments also written with a failed turn + its error
+        sft_thoughts=True,          # keep the oracle's reasoning before each call; False =
+                                    # train the calls alone
+        sft_fresh_names=0,          # write each conversation this many times with made-up
+                                    # package/module names (c2jax/data/fresh_names.py); 0 = off
         oracle_workers=2,           # environments replaying the oracle
+        sft_copy_fraction=0.0,      # share of SFT documents that are copy documents
+                                    # (`copy_block` ids), which keep the induction circuit
         sft_seq_len=2048,
         sft_batch_size=2,
         sft_steps=250,              # (head at trained positions only: configs/sft_tiny.py)
@@ -97,6 +106,7 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
     c.tasks = _section(
         suite="mini:train:400",     # cursorbench suite (mini:SPLIT[:N], a task directory) or
                                     # python:module:function -> (tasks, make_env) for your own
+        categories=(),              # cursorbench suites: only these task categories; () = all
         sandbox="bwrap",            # "bwrap" (default) or "none" (trusted debugging only)
     )
     c.actor = _section(
@@ -142,7 +152,8 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
                                    min_lr_ratio=1.0)
     c.eval = _section(
         suite="mini:test",          # held-out tasks (no template shared with mini:train)
-        tasks=40,                   # the first N tasks of the suite; 0 = all
+        categories=(),              # only these task categories ("understanding", ...); () = all
+        tasks=40,                   # the first N tasks of the suite (after `categories`); 0 = all
         k=8,                        # attempts per task: mean@1 over them, and best-of-k
         temperature=1.0,
         workers=8,                  # episodes in flight
@@ -215,6 +226,13 @@ def validate(c) -> None:
               f"choose one of {LENGTH_FUNCTIONS}")
     if c.learner.devices < 0:
         _fail("learner.devices", c.learner.devices, "must be >= 0 (0 = all)")
+    for field, categories in (("warm_start.sft_categories", c.warm_start.sft_categories),
+                              ("tasks.categories", c.tasks.categories),
+                              ("eval.categories", c.eval.categories)):
+        if isinstance(categories, str) or not set(categories) <= set(CATEGORIES):
+            _fail(field, categories, f"a tuple of task categories from {CATEGORIES}")
+    if c.warm_start.sft_fresh_names < 0:
+        _fail("warm_start.sft_fresh_names", c.warm_start.sft_fresh_names, "must be >= 0")
     if not c.init_from:
         try:
             validate_model(model_config(**c.warm_start.model))

@@ -34,3 +34,23 @@ def test_invalid_task_dirs_are_named(tmp_path):
     (tmp_path / "broken" / "task.json").write_text("{}")
     with pytest.raises(suites.SuiteError, match="broken: missing field 'id'"):
         suites.resolve(str(tmp_path))
+
+
+def test_categories_keep_those_tasks_in_suite_order(mini_suite):
+    path = str(mini_suite[0].parent)
+    everything = suites.resolve(path).tasks
+    kept = suites.resolve(path, categories=["understanding", "refactor"])
+    assert kept.name == f"{path}@understanding,refactor"
+    assert [t.id for t in kept.tasks] == [t.id for t in everything
+                                          if t.category in ("understanding", "refactor")]
+    assert len(kept.tasks) == 3
+
+
+@pytest.mark.parametrize("categories, message", [
+    (["puzzles"], "unknown task categories puzzles; choose from debug"),
+    (["understanding"], "no task of the categories understanding"),
+])
+def test_bad_categories_are_explained(mini_suite, categories, message):
+    one_bugfix = str(mini_suite[0])
+    with pytest.raises(suites.SuiteError, match=message):
+        suites.resolve(one_bugfix, categories=categories)

@@ -1,7 +1,7 @@
 """Grading rules (environments/grading.py), driven through real episodes."""
 import pytest
 
-from environments.grading import is_test_path
+from environments.grading import answer_in, is_test_path
 from environments.task import load_task
 
 PYTEST = "python -m pytest -q -p no:cacheprovider"
@@ -99,3 +99,20 @@ def test_the_test_run_gets_its_timeout_as_cpu_limit(make_env, write_task):
                                    hidden_tests=["hidden_tests"], limits={"test_timeout_s": 6.5})
     assert info["tests_status"] == {"hidden_tests.test_h::test_cpu_limit": "passed"}
     assert reward == 1.0
+
+
+@pytest.mark.parametrize("answer, summary, stated", [
+    ("2", "It is 2 (`MIN_WORD_LENGTH` in textstats/tokens.py).", True),
+    ("2", "It is 2.", True),
+    ("2", "It is 20.", False),
+    ("2", "It is 2.5.", False),
+    ("2", "It is -2.", False),
+    ("2", "MIN_WORD_LENGTH2", False),
+    ("-3", "`f(1)` returns -3.", True),
+    ("0.02", "It is 0.02 (`YEARLY_RATE`).", True),
+    ("'ab'", "It returns 'ab'.", True),
+    ("[1, 2]", "`g()` returns [1, 2]", True),
+    ("True", "It returns Trueish", False),
+])
+def test_an_answer_counts_only_as_a_whole_literal(answer, summary, stated):
+    assert answer_in(answer, summary) is stated

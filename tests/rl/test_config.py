@@ -14,6 +14,12 @@ def test_shipped_configs_validate_and_k2_fits_its_mesh():
     validate(induction)
     assert induction.warm_start.induction_steps > 0 and induction.warm_start.copy_fraction > 0
     assert rl_tiny.get_config().warm_start.induction_steps == 0
+    understanding = rl_tiny.get_config("understanding")
+    validate(understanding)
+    assert (understanding.warm_start.induction_steps, understanding.warm_start.sft_categories,
+            understanding.tasks.categories, understanding.eval.categories) == (
+        induction.warm_start.induction_steps, ("understanding",), ("understanding",),
+        ("understanding",))
     with pytest.raises(ValueError, match="induction"):
         rl_tiny.get_config("inductoin")
     k2 = rl_k2.get_config()
@@ -33,6 +39,9 @@ def test_shipped_configs_validate_and_k2_fits_its_mesh():
     ("runtime", "backend", "mpi", "inprocess"),
     ("runtime", "ray_max_restarts", -1, ">= 0"),
     ("loss", "kind", "dpo", "ppo"),
+    ("tasks", "categories", ("understanding", "puzzles"), "task categories from"),
+    ("eval", "categories", ("bugfix",), "task categories from"),
+    ("warm_start", "sft_categories", ("tests",), "task categories from"),
 ])
 def test_bad_values_name_the_field(section, field, value, message):
     config = rl_config()

@@ -4,8 +4,8 @@ import pytest
 
 from c2jax.train.config import ConfigError
 from configs import pretrain_tiny, rl_tiny, sft_tiny
-from experiments.warm_start import (INDUCTION_BLOCK, _pretrain_stages, _sized,
-                                    conversation_segments, with_failed_turn)
+from experiments.warm_start import (INDUCTION_BLOCK, _pretrain_stages, _sft_config, _sized,
+                                    conversation_segments, with_failed_turn, without_thoughts)
 
 
 def test_conversations_are_cut_at_summary_turns():
@@ -19,6 +19,17 @@ def test_conversations_are_cut_at_summary_turns():
                         head + [dict(summary, train=False), turn, tool, finish]]
     # A conversation that ends on its summary leaves no empty trailing segment.
     assert conversation_segments(head + [turn, tool, summary]) == [head + [turn, tool, summary]]
+
+
+def test_without_thoughts_keeps_every_call_and_drops_only_the_reasoning():
+    head = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    call = {"tool": "read_file", "args": {"path": "a.py"}}
+    turns = [{"role": "assistant", "content": "Let me read a.py.\n", "tool_call": call},
+             {"role": "tool", "content": "x = 1"},
+             {"role": "summary", "content": "read a.py"},
+             {"role": "assistant", "content": "A reply without a call."}]
+    assert without_thoughts(head + turns) == head + [
+        {"role": "assistant", "content": "", "tool_call": call}] + turns[1:]
 
 
 def test_failed_turn_is_context_answered_with_the_environments_error():
@@ -61,9 +72,49 @@ def test_stage_configs_take_the_warm_start_optimizer_and_copy_share(tmp_path):
     assert sft.optimizer.b2 == 0.999
     assert sft.optimizer.weight_decay == sft_tiny.get_config("/nowhere").optimizer.weight_decay
     assert sft.data.copy_fraction == 0.0
+    assert _sft_config(ws, tmp_path).data.copy_fraction == 0.0
+    ws.sft_copy_fraction = 0.5
+    sft = _sft_config(ws, tmp_path)
+    assert (sft.data.copy_fraction, sft.data.copy_block) == (0.5, (8, 100))
+    assert sft.train.init_from == str(tmp_path / "longctx")
     ws.induction_steps = 0
     [(_, alone)] = _pretrain_stages(ws, tmp_path)
     assert alone.train.init_from == ""
     ws.copy_block = (8, 200)
     with pytest.raises(ConfigError, match=r"\[warm_start\] the pretrain stage.*copy_block"):
         _pretrain_stages(ws, tmp_path)
+    ws.copy_fraction, ws.sft_seq_len = 0.0, 300
+    with pytest.raises(ConfigError, match=r"\[warm_start\] the sft stage.*copy_block"):
+        _sft_config(ws, tmp_path)
+
+
+def test_sft_data_can_be_restricted_to_task_categories(tmp_path, monkeypatch):
+    """`warm_start.sft_categories` keeps the oracle's replay (real sandbox) to those tasks."""
+    import json
+
+    from experiments.warm_start import sft_conversations
+    monkeypatch.setenv("C2JAX_CACHE_DIR", str(tmp_path / "cache"))
+    ws = rl_tiny.get_config().warm_start
+    ws.sft_tasks, ws.sft_categories, ws.sft_recovery_fraction = 10, ("understanding",), 0.0
+    written = sft_conversations(ws, tmp_path / "sft.jsonl")
+    replayed = [json.loads(line)["task_id"]
+                for line in (tmp_path / "oracle_run" / "results.jsonl").read_text().splitlines()]
+    assert replayed and all(task.endswith("-understanding") for task in replayed)
+    assert len(replayed) < 10 and written >= len(replayed)
+
+
+def test_the_cache_key_follows_every_setting_but_ignores_neutral_new_fields():
+    """Fields added later leave the key alone at their neutral values (old caches stay
+    valid) and change it at any other value, as every other setting does."""
+    from experiments.warm_start import _KEY_NEUTRAL, _key
+    ws = rl_tiny.get_config().warm_start
+    base = _key(ws)
+    assert all(ws[field] == value for field, value in _KEY_NEUTRAL.items())
+    for field, value in (("sft_fresh_names", 2), ("sft_thoughts", False),
+                         ("sft_categories", ("understanding",)), ("sft_copy_fraction", 0.5),
+                         ("sft_steps", 251)):
+        default = ws[field]
+        ws[field] = value
+        assert _key(ws) != base, field
+        ws[field] = default
+        assert _key(ws) == base
