@@ -24,7 +24,8 @@ pretraining pipeline").
 questions about the code, answered by listing, reading, running the call and copying the
 value into `finish`. The induction warm start's SFT learns only those oracle trajectories, as
 bare calls and with made-up package names, RL trains on mini:train's understanding tasks and
-evaluation covers all 40 of mini:test's (BENCHMARKS.md, "RL on the understanding tasks").
+evaluation covers all 40 of mini:test's. It resolves none of them yet (BENCHMARKS.md, "The
+understanding questions").
 """
 from c2jax.rl.config import rl_config
 
