@@ -28,19 +28,16 @@ def names_in(messages: list[dict[str, Any]]) -> list[str]:
     """The names to replace in the non-system messages: packages (`package/` of a
     `package/module.py` path, besides `tests`) and modules (any `module.py`, besides
     `__init__` and `test_*`)."""
-    text = _text(messages)
-    packages = {m.group(1) for m in _PATH.finditer(text)} - {"tests"}
-    modules = {m.group(1) for m in _MODULE.finditer(text)
-               if m.group(1) != "__init__" and not m.group(1).startswith("test_")}
-    return sorted(packages | modules)
+    return _names(_text(messages))
 
 
 def fresh_names(messages: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
     """`messages` with their package and module names replaced by fresh ones (see above)."""
-    names = names_in(messages)
+    text = _text(messages)
+    names = _names(text)
     if not names:
         return [dict(m) for m in messages]
-    taken = set(_WORD.findall(_text(messages)))
+    taken = set(_WORD.findall(text))
     mapping = {}
     for name in names:
         mapping[name] = _fresh(rng, taken)
@@ -52,34 +49,38 @@ def fresh_names(messages: list[dict[str, Any]], rng: random.Random) -> list[dict
     pattern = re.compile(r"(?:(?<=[/.])|(?<=\btest_)|(?<![A-Za-z0-9_])(?=(?:"
                          + alternatives + r")(?:/|\.[A-Za-z_])))(" + alternatives
                          + r")(?![A-Za-z0-9_])")
-
-    def rename(value):
-        if isinstance(value, str):
-            return pattern.sub(lambda m: mapping[m.group(1)], value)
-        if isinstance(value, list):
-            return [rename(v) for v in value]
-        if isinstance(value, dict):
-            return {k: rename(v) for k, v in value.items()}
-        return value
-
+    rename = lambda s: pattern.sub(lambda m: mapping[m.group(1)], s)  # noqa: E731
     return [dict(m) if m["role"] == "system" else
-            {k: rename(v) if k in ("content", "tool_call") else v for k, v in m.items()}
+            {k: _map_strings(v, rename) if k in ("content", "tool_call") else v
+             for k, v in m.items()}
             for m in messages]
+
+
+def _names(text: str) -> list[str]:
+    packages = {m.group(1) for m in _PATH.finditer(text)} - {"tests"}
+    modules = {m.group(1) for m in _MODULE.finditer(text)
+               if m.group(1) != "__init__" and not m.group(1).startswith("test_")}
+    return sorted(packages | modules)
+
+
+def _map_strings(value, fn):
+    """`value` (strings in nested lists and dicts) with `fn` applied to every string."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return [_map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    return value
 
 
 def _text(messages: list[dict[str, Any]]) -> str:
     """Every string of the non-system messages' text and calls, one per line."""
-    def strings(value):
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                yield from strings(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                yield from strings(v)
-    return "\n".join(s for m in messages if m["role"] != "system"
-                     for s in strings([m.get("content", ""), m.get("tool_call")]))
+    found: list[str] = []
+    for m in messages:
+        if m["role"] != "system":
+            _map_strings([m.get("content", ""), m.get("tool_call")], found.append)
+    return "\n".join(found)
 
 
 def _fresh(rng: random.Random, taken: set[str]) -> str:
