@@ -257,15 +257,53 @@ class Transformer(nn.Module):
             if not length:
                 continue
             replay = replay_ids if moe else None
-            (x, new_cache[name]), stack_aux = _cached_stack(cfg, moe, length, name,
-                                                            self.cache_window)(
-                (x, cache[name]), (jnp.arange(length, dtype=jnp.int32), replay),
-                cos, sin, segment_ids, positions)
+            if self.has_variable("params", f"{name}_0"):     # `unstack_layers` layout
+                stack_cache, ids = cache[name], []
+                for i in range(length):
+                    x, layer_aux, stack_cache = DecoderLayer(
+                        cfg, moe, self.cache_window, name=f"{name}_{i}")(
+                        x, cos, sin, segment_ids, positions,
+                        None if replay is None else replay[i], dict(stack_cache, layer=i))
+                    ids.append(None if layer_aux is None else layer_aux["ids"])
+                new_cache[name] = stack_cache
+                stack_aux = {"ids": jnp.stack(ids) if moe else None}
+            else:
+                (x, new_cache[name]), stack_aux = _cached_stack(cfg, moe, length, name,
+                                                                self.cache_window)(
+                    (x, cache[name]), (jnp.arange(length, dtype=jnp.int32), replay),
+                    cos, sin, segment_ids, positions)
             if moe:
                 aux["routing"] = stack_aux["ids"]
         aux["hidden"], aux["cache"] = x, new_cache
         return head(RMSNorm(cfg, cfg.hidden_size, head=True, name="norm")(
             at_positions(x, logits_at))), aux
+
+
+_LAYER_STACKS = ("dense_layers", "moe_layers")
+
+
+@jax.jit
+def unstack_layers(variables):
+    """The decode layout of `variables`: each layer stack's leaves `[layers, ...]` split into
+    one subtree per layer, `{stack}_{i}` (`moe_layers_0`, ...), in every collection.
+
+    A decode step scanned over a stack slices every layer's weights out of it, and XLA copies
+    a dynamic slice of a loop-invariant operand: at decode batch sizes that copy costs about as
+    much as the matmuls that read the weights (docs/sampling.md). `Transformer._decode` runs the layers of this layout one after the
+    other from their own buffers. One copy of the stacked weights per call (the sampler makes it
+    once per `set_params`); the result is another tree, so it is not for training.
+    """
+    def split(collection):
+        out = {}
+        for key, sub in collection.items():
+            if key in _LAYER_STACKS:
+                layers = jax.tree.leaves(sub)[0].shape[0]
+                out.update({f"{key}_{i}": jax.tree.map(lambda a, i=i: a[i], sub["layer"])
+                            for i in range(layers)})
+            else:
+                out[key] = sub
+        return out
+    return {name: split(collection) for name, collection in variables.items()}
 
 
 class MTPStep(nn.Module):

@@ -35,7 +35,7 @@ import numpy as np
 
 from c2jax import sharding
 from c2jax.model.config import rope_limit, validate as validate_model
-from c2jax.model.transformer import abstract_variables
+from c2jax.model.transformer import abstract_variables, unstack_layers
 from c2jax.sampling import config as config_lib
 from c2jax.sampling.sampling import SamplingParams, seed_key_data, validate_settings
 from c2jax.sampling.speculative import speculative_steps
@@ -158,8 +158,8 @@ class Engine:
         self._param_shardings = (None if mesh is None else sharding.param_shardings(
             abstract_variables(self.cfg), mesh, self._rules))
         self._lock = threading.Lock()
+        self._reference = jax.tree.map(_spec, variables)
         self._variables, self._version = self._check_params(variables), version
-        self._reference = jax.tree.map(_spec, self._variables)
         state = init_state(self.cfg, self.config.slots, self.config.max_len,
                            self.config.max_stop_tokens, self.depth)
         if mesh is not None:
@@ -180,10 +180,15 @@ class Engine:
 
     def _check_params(self, variables):
         """Places the params once: by the rules under a mesh, else on the default device
-        (host numpy arrays, e.g. from Ray's object store, would be copied every step)."""
+        (host numpy arrays, e.g. from Ray's object store, would be copied every step), then
+        splits the layer stacks into one buffer per layer (`unstack_layers`: a decode step
+        would otherwise copy every layer's weights out of the stack)."""
         if self._param_shardings is not None:
-            return jax.device_put(variables, self._param_shardings)
-        return jax.device_put(variables)
+            variables = jax.device_put(variables, self._param_shardings)
+        else:
+            variables = jax.device_put(variables)
+        with self._mesh_context():
+            return unstack_layers(variables)
 
     def set_params(self, variables, version: int) -> None:
         """Swaps in new params (same tree, shapes and dtypes: no recompilation). Thread-safe;
@@ -366,4 +371,5 @@ class Engine:
 
 
 def _spec(a) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(a.shape, a.dtype)
+    """Shape and dtype as placed on a device (host float64 arrays become float32)."""
+    return jax.ShapeDtypeStruct(a.shape, jax.dtypes.canonicalize_dtype(a.dtype))

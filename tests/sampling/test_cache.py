@@ -7,6 +7,7 @@ import pytest
 
 from c2jax.model import apply, apply_mtp, init, model_config
 from c2jax.model.attention import absorb_kv_b
+from c2jax.model.transformer import unstack_layers
 from c2jax.sampling.cache import bytes_per_token, init_cache, main_cache
 from c2jax.sampling.engine import inference_config
 
@@ -29,13 +30,17 @@ def test_cache_holds_latents_not_per_head_keys_and_values(cfg):
     assert bytes_per_token(cfg) * 6 < per_head_kv
 
 
-@pytest.mark.parametrize("overrides", [{}, {"kv_lora_rank": 48, "q_lora_rank": 0},
-                                       {"dtype": "bfloat16"}],
-                         ids=["tiny", "wide_latent_no_q_lora", "bf16"])
-def test_prefill_then_decode_equals_the_training_forward(overrides):
+@pytest.mark.parametrize("overrides,per_layer", [
+    ({}, False), ({"num_hidden_layers": 4}, True), ({"kv_lora_rank": 48, "q_lora_rank": 0}, False),
+    ({"dtype": "bfloat16"}, False)],
+    ids=["tiny", "three_moe_layers_per_layer_weights", "wide_latent_no_q_lora", "bf16"])
+def test_prefill_then_decode_equals_the_training_forward(overrides, per_layer):
     cfg = model_config(**overrides)
     frozen = inference_config(cfg)
     variables = init(cfg, jax.random.key(2))
+    # The reference is the training forward over the stacked weights; decoding may read the
+    # sampler's per-layer layout (`unstack_layers`) instead.
+    decode_variables = unstack_layers(variables) if per_layer else variables
     prefix = 6
     # tiny: both the prefill and the decode step absorb kv_b_proj; the wide latent makes the
     # prefill expand per-head K/V instead, so both attention paths are compared.
@@ -50,13 +55,13 @@ def test_prefill_then_decode_equals_the_training_forward(overrides):
     # Prefill into a cache of exactly the prefix length (as the engine does), then copy it in.
     small = main_cache(init_cache(cfg, 1, prefix))
     tokens = jnp.asarray([PROMPT[:prefix]], jnp.int32)
-    logits, aux = jax.jit(lambda v, t, c: apply(v, t, cfg=frozen, cache=c))(variables, tokens,
-                                                                             small)
+    logits, aux = jax.jit(lambda v, t, c: apply(v, t, cfg=frozen, cache=c))(decode_variables,
+                                                                             tokens, small)
     got, routing = [np.asarray(logits[0])], [np.asarray(aux["routing"][:, 0])]
     cache = jax.tree.map(lambda big, part: big.at[:, :, :prefix].set(part), cache, aux["cache"])
     for position in range(prefix, len(PROMPT)):
         token = jnp.asarray([[PROMPT[position]]], jnp.int32)
-        logits, aux = run(variables, token, jnp.asarray([[position]], jnp.int32), cache)
+        logits, aux = run(decode_variables, token, jnp.asarray([[position]], jnp.int32), cache)
         cache = aux["cache"]
         got.append(np.asarray(logits[0]))
         routing.append(np.asarray(aux["routing"][:, 0]))
@@ -68,6 +73,15 @@ def test_prefill_then_decode_equals_the_training_forward(overrides):
         return
     np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
     np.testing.assert_array_equal(np.concatenate(routing, axis=1), expected_routing)
+    if per_layer:   # every stacked leaf became one leaf per layer, nothing else changed
+        stacked = jax.tree.leaves(variables)
+        assert sum(a.size for a in jax.tree.leaves(decode_variables)) == sum(
+            a.size for a in stacked)
+        assert "moe_layers" not in decode_variables["params"]
+        assert {"dense_layers_0", "moe_layers_0", "moe_layers_1", "moe_layers_2"} <= set(
+            decode_variables["params"])
+        assert set(decode_variables["router_bias"]) == {"moe_layers_0", "moe_layers_1",
+                                                        "moe_layers_2", "mtp_0_layer"}
 
 
 def test_mtp_draft_step_equals_the_training_forward_mtp_logits(cfg, variables):
