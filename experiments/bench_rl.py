@@ -13,12 +13,15 @@ throughput   synchronous (eta = 0: generate, then train) against asynchronous (e
              `--eta`) RL. Trajectories/s counts the episodes the learner consumed between
              the end of step `--warmup_steps` (compilation, first sandboxes) and the end of
              step `--steps`; the learner idle fraction is the share of those steps' wall time
-             the learner waited for a batch; CPU use is the CPU seconds of the process and its
-             finished children (sandboxes) over that window, per core available. Overlap can
-             only fill time the synchronous run leaves idle: 1 / (1 - learner share) when
-             learner and actors have their own devices, 1 / CPU use when they share CPUs;
-             async beats that only by doing less work per trajectory (CPU s per trajectory:
-             e.g. decode batches that stay full instead of draining at every step's end).
+             the learner waited for a batch; CPU use is the machine's busy CPU seconds
+             (/proc/stat: learner, sandboxes, Ray actors) over that window, per core. With
+             `--config.runtime.backend=ray --config.runtime.learner_cpus=0
+             --config.runtime.actor_cpus=1` learner and actors get a core each, as if they had
+             their own devices (c2jax/cpu_affinity.py). Overlap can only fill time the
+             synchronous run leaves idle: 1 / (1 - learner share) when learner and actors
+             have their own devices, 1 / CPU use when they share CPUs; async beats that only
+             by doing less work per trajectory (CPU s per trajectory: e.g. decode batches
+             that stay full instead of draining at every step's end).
              `--repeats` alternates sync/async pairs and reports the median ratio.
 kl           the learner/actor mismatch KL (k3 estimator of KL(pi_learner || pi_actor) over
              trained tokens) with a bfloat16 actor and a float32 learner, with routing replay
@@ -104,8 +107,12 @@ _CORES = os.cpu_count() or 1
 
 
 def _cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    """Busy CPU seconds of the whole machine so far (/proc/stat): the learner, sandboxes, and
+    Ray's actor processes, which are not this process's children. Nothing else may run."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]                   # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def throughput_row(label: str, eta: int) -> dict:

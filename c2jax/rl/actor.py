@@ -48,6 +48,7 @@ class ActorSpec:
     steps_per_call: int
     dtype: str = "float32"          # the actor's compute dtype
     head_dtype: str = "float32"     # its output head's ("" = dtype)
+    cpus: frozenset = frozenset()   # cores a Ray actor's process pins itself to (empty: all)
 
 
 class Actor:

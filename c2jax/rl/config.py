@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ml_collections
 
-from c2jax import sharding
+from c2jax import cpu_affinity, sharding
 from c2jax.distributed import distributed_config, validate as validate_distributed
 from c2jax.model import model_config, validate as validate_model
 from c2jax.rl.losses import loss_config, validate_loss_config
@@ -166,6 +166,10 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         ray_cpus_per_actor=1,       # CPUs each Ray actor reserves
         ray_object_store_mb=512,    # object store of a local Ray (params travel through it)
         ray_max_restarts=3,         # times Ray restarts a dead actor (its episodes rerun)
+        learner_cpus="",            # cores the learner's process runs on, e.g. "0" or "0-7";
+                                    # "" = all (c2jax/cpu_affinity.py)
+        actor_cpus="",              # cores every Ray actor process runs on (backend "ray");
+                                    # disjoint from learner_cpus, they act as separate devices
     )
     c.checkpoint = _section(
         every=5,                    # learner steps between checkpoints (and at the end)
@@ -221,6 +225,16 @@ def validate(c) -> None:
         _fail("runtime.backend", c.runtime.backend, f"choose one of {RUNTIMES}")
     if c.runtime.ray_max_restarts < 0:
         _fail("runtime.ray_max_restarts", c.runtime.ray_max_restarts, "must be >= 0")
+    for field in ("learner_cpus", "actor_cpus"):
+        try:
+            cpus = cpu_affinity.parse_cpus(c.runtime[field])
+            if cpus and not (field == "actor_cpus" and c.runtime.ray_address):
+                cpu_affinity.check_cpus(f"runtime.{field}", cpus)  # a cluster's are remote
+        except ValueError as e:
+            _fail(f"runtime.{field}", c.runtime[field], str(e))
+    if c.runtime.actor_cpus and c.runtime.backend != "ray":
+        _fail("runtime.actor_cpus", c.runtime.actor_cpus, "in-process actors are threads of "
+              "the learner's process; pinning them apart needs runtime.backend='ray'")
     if c.rewards.length_function not in LENGTH_FUNCTIONS:
         _fail("rewards.length_function", c.rewards.length_function,
               f"choose one of {LENGTH_FUNCTIONS}")

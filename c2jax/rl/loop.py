@@ -33,7 +33,7 @@ import numpy as np
 from absl import logging
 from tqdm import tqdm
 
-from c2jax import sharding
+from c2jax import cpu_affinity, sharding
 from c2jax.model.config import num_moe_layers
 from c2jax.rl import rewards as rewards_lib
 from c2jax.rl.actor import ActorSpec
@@ -160,6 +160,14 @@ def require_one_process() -> None:
             "learner.devices for the learner's share of that host's devices)")
 
 
+def _actor_cpus(runtime, unpinned: frozenset) -> frozenset:
+    """The cores Ray actors pin themselves to: `runtime.actor_cpus`, else those the learner had
+    before pinning (a local Ray's processes would otherwise inherit `learner_cpus`); none on an
+    existing cluster, whose nodes are not this host."""
+    cpus = cpu_affinity.parse_cpus(runtime.actor_cpus)
+    return cpus or (frozenset() if runtime.ray_address else unpinned)
+
+
 def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable[[], Any],
              on_step: Callable[[int, dict], None] | None = None) -> RLResult:
     """Runs (or resumes) RL in `workdir`; see the module docstring. One process only
@@ -192,6 +200,9 @@ def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(checkpointer.close)
         cleanup.callback(checkpointer.wait)
+        # The learner's cores (runtime.learner_cpus), given back when the run ends.
+        unpinned = cpu_affinity.pin_process(cpu_affinity.parse_cpus(config.runtime.learner_cpus))
+        cleanup.callback(cpu_affinity.pin_process, unpinned)
         abstract = state_lib.placed(state_lib.abstract_state(model_cfg, tx), shardings)
         restored = checkpointer.restore_latest(abstract, model_cfg)
         ledger = Ledger()
@@ -214,7 +225,8 @@ def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable
         spec = ActorSpec(model_cfg=model_cfg.to_dict(), tokenizer=tokenizer, tasks=list(tasks),
                          make_env=make_env, rollout=rollout_settings(config),
                          slots=config.actor.slots, steps_per_call=config.actor.steps_per_call,
-                         dtype=config.actor.dtype, head_dtype=config.actor.head_dtype)
+                         dtype=config.actor.dtype, head_dtype=config.actor.head_dtype,
+                         cpus=_actor_cpus(config.runtime, unpinned))
         published = _publish_copy(state)
         fleet = make_fleet(config, spec, published, version)
         cleanup.callback(fleet.close)

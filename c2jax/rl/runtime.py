@@ -24,6 +24,7 @@ import jax
 import numpy as np
 from absl import logging
 
+from c2jax import cpu_affinity
 from c2jax.ray_setup import init_ray
 from c2jax.rl.actor import Actor, EpisodeJob
 from c2jax.rl.trajectory import Episode
@@ -147,10 +148,12 @@ class _ParamsBoard:
 
 class _BoardActor(Actor):
     """An `Actor` that takes its starting params from the board, so one Ray restarts after a
-    crash samples with the newest version, not the version the fleet was created with."""
+    crash samples with the newest version, not the version the fleet was created with. Its
+    process runs on `spec.cpus` (`runtime.actor_cpus`) when they are given."""
 
     def __init__(self, spec, board, *, num_envs: int):
         import ray
+        cpu_affinity.pin_process(spec.cpus)     # before its sampler compiles or runs
         (params,), version = ray.get(board.latest.remote())
         super().__init__(spec, ray.get(params), version=version, num_envs=num_envs)
 

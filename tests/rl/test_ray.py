@@ -1,5 +1,6 @@
 """The Ray runtime (c2jax/rl/runtime.py): a local Ray with 2 actor processes trains, with
-bounded resources and token authentication, loopback only, and stops cleanly."""
+bounded resources and token authentication, loopback only, the learner and the actors pinned to
+different cores, and stops cleanly."""
 import os
 import subprocess
 import sys
@@ -22,21 +23,41 @@ def ray_processes() -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
+def _actor_pids() -> list[int]:
+    out = subprocess.run(["pgrep", "-f", "ray::_BoardActor"], capture_output=True, text=True)
+    return [int(pid) for pid in out.stdout.split()]
+
+
+def _thread_cores(pid: int) -> set[int]:
+    """The union of the cores the threads of process `pid` may run on."""
+    cores = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        cores |= os.sched_getaffinity(int(tid))
+    return cores
+
+
 def test_ray_fleet_trains_and_shuts_down_cleanly(tmp_path, policy_dir, monkeypatch):
     for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
         monkeypatch.delenv(name, raising=False)
     assert not ray_processes()
+    cores = sorted(os.sched_getaffinity(0))
+    assert len(cores) >= 2, "this test pins the learner and the actors to different cores"
     config = get_config()
     with config.unlocked():
         config.init_from = str(policy_dir)
         config.runtime.backend = "ray"
+        config.runtime.learner_cpus = str(cores[0])
+        config.runtime.actor_cpus = str(cores[1])
         config.actor.num_actors = 2
         config.actor.envs_per_actor = 4
         config.learner.steps = 3
     seen = {}
 
     def inspect(step, record):
-        if step == 1:     # while the cluster runs: its size, its auth, who may connect
+        if step == 1:     # while the cluster runs: where each process's threads may run
+            seen["learner_cores"] = _thread_cores(os.getpid())
+            seen["actor_cores"] = [_thread_cores(pid) for pid in _actor_pids()]
+        if step == 1:     # ... its size, its auth, who may connect
             seen["cpus"] = ray.cluster_resources().get("CPU")
             seen["actors"] = len([a for a in ray.util.list_named_actors(all_namespaces=True)])
             seen["auth"] = os.environ.get("RAY_AUTH_MODE")
@@ -56,4 +77,7 @@ def test_ray_fleet_trains_and_shuts_down_cleanly(tmp_path, policy_dir, monkeypat
     code, stderr = seen["intruder"]
     assert code != 0 and "Authentication" in stderr, stderr     # no token, no entry
     assert not ray.is_initialized() and not ray_processes()       # stopped cleanly
+    assert seen["learner_cores"] == {cores[0]}                    # every thread pinned
+    assert len(seen["actor_cores"]) == 2 and all(c == {cores[1]} for c in seen["actor_cores"])
+    assert sorted(os.sched_getaffinity(0)) == cores               # given back at the end
     assert runtime.RayFleet is not None
