@@ -128,7 +128,9 @@ def throughput_row(label: str, eta: int) -> dict:
             "idle": float(np.mean([r["learner/idle_fraction"] for r in window])),
             "actor_tok_s": float(np.mean([r["actor/tokens_per_sec"] for r in window])),
             "staleness": float(np.mean([r.get("staleness/mean", 0.0) for r in window])),
-            "step_s": float(np.mean([r["learner/step_seconds"] for r in window]))}
+            "step_s": float(np.mean([r["learner/step_seconds"] for r in window])),
+            "update_s": float(np.mean([r["learner/update_seconds"] for r in window])),
+            "sync_s": float(np.mean([r["weight_sync/seconds"] for r in window]))}
 
 
 def throughput_table() -> None:
@@ -139,15 +141,17 @@ def throughput_table() -> None:
     print(f"\n## Async vs sync RL: {_config_name()}, steps {FLAGS.warmup_steps + 1}.."
           f"{FLAGS.steps} timed, {FLAGS.repeats} pair(s)\n")
     print("| pair | mode | eta | episodes | seconds | trajectories/s | vs sync | learner idle | "
-          "actor tokens/s | s per step | mean staleness | CPU use | CPU s per trajectory |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "actor tokens/s | s per step | update s | weight sync s | mean staleness | CPU use | "
+          "CPU s per trajectory |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for i, pair in enumerate(pairs):
         base = pair[0]["trajectories_per_s"]
         for r in pair:
             print(f"| {i + 1} | {r['label']} | {r['eta']} | {r['episodes']} | "
                   f"{r['seconds']:.1f} | {r['trajectories_per_s']:.3f} | "
                   f"{r['trajectories_per_s'] / base:.2f}x | {r['idle']:.1%} | "
-                  f"{r['actor_tok_s']:.0f} | {r['step_s']:.1f} | {r['staleness']:.2f} | "
+                  f"{r['actor_tok_s']:.0f} | {r['step_s']:.1f} | {r['update_s']:.1f} | "
+                  f"{r['sync_s']:.2f} | {r['staleness']:.2f} | "
                   f"{r['cpu']:.0%} | {r['cpu_s_per_episode']:.2f} |")
     ratios = [a["trajectories_per_s"] / s["trajectories_per_s"] for s, a in pairs]
     share = float(np.median([1.0 - s["idle"] for s, _ in pairs]))

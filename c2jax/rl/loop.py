@@ -312,6 +312,7 @@ def _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler, 
                 "learner/tokens_per_sec": learner_metrics["trained_tokens"]
                 / max(updated - update_start, 1e-9),
                 "learner/step_seconds": step_seconds,
+                "learner/update_seconds": updated - update_start,
                 "actor/tokens_per_sec": actor_rate.rate(fleet.generated_tokens()),
                 "weight_sync/seconds": sync,
                 "queue/depth": float(ledger.depth),

@@ -158,10 +158,21 @@ class _BoardActor(Actor):
         super().__init__(spec, ray.get(params), version=version, num_envs=num_envs)
 
 
+#: Threads of each Ray actor reserved for the driver's calls (params, counters, snapshots,
+#: close), so they never queue behind episodes: the driver submits more `run` calls than an
+#: actor has environments, and those wait in the actor's default group.
+_CONTROL = "control"
+
+
+def _control(method):
+    """An actor method call on the control threads."""
+    return method.options(concurrency_group=_CONTROL)
+
+
 def _idempotent(method):
-    """An actor method Ray may call again while the actor restarts (safe for reads and for
+    """A control call Ray may make again while the actor restarts (safe for reads and for
     setting params); its result raises only once the actor is dead for good."""
-    return method.options(max_task_retries=-1)
+    return method.options(max_task_retries=-1, concurrency_group=_CONTROL)
 
 
 def _failed(job: EpisodeJob, error: BaseException) -> Episode:
@@ -188,10 +199,9 @@ class RayFleet:
         self.max_episode_retries = rt.ray_max_restarts
         self.actor_errors = ray.exceptions.RayActorError   # died, or restarting
         self.rescheduler = ThreadPoolExecutor(1, thread_name_prefix="c2jax-ray-reschedule")
-        remote = ray.remote(_BoardActor).options(num_cpus=rt.ray_cpus_per_actor,
-                                                 max_concurrency=envs + 4,
-                                                 max_restarts=rt.ray_max_restarts,
-                                                 max_task_retries=0)
+        remote = ray.remote(concurrency_groups={_CONTROL: 2})(_BoardActor).options(
+            num_cpus=rt.ray_cpus_per_actor,
+            max_concurrency=envs, max_restarts=rt.ray_max_restarts, max_task_retries=0)
         self._params_lock = threading.Lock()
         self._latest = (ray.put(_host(variables)), version)
         self._board = ray.remote(_ParamsBoard).options(num_cpus=0).remote(
@@ -200,7 +210,7 @@ class RayFleet:
         self.actors = [_RayActor(remote.remote(self._spec, self._board, num_envs=envs), self)
                        for _ in range(config.actor.num_actors)]
         # Construction errors (a bad spec, an environment that cannot start) surface here.
-        ray.get([a.handle.generated_tokens.remote() for a in self.actors])
+        ray.get([_control(a.handle.generated_tokens).remote() for a in self.actors])
 
     def publish(self, variables, version: int) -> None:
         """New params to every actor, in flight. The board is updated first, so an actor Ray
@@ -212,7 +222,8 @@ class RayFleet:
         with self._params_lock:
             self._latest = (params, version)
         ray.get(self._board.set.remote([params], version))
-        calls = [(a, a.handle.set_params.remote(params, version)) for a in self.actors]
+        calls = [(a, _control(a.handle.set_params).remote(params, version))
+                 for a in self.actors]
         for actor, call in calls:
             try:
                 ray.get(call)
@@ -252,7 +263,7 @@ class RayFleet:
         self.closing = True
         self.rescheduler.shutdown(wait=True)
         try:
-            ray.get([a.handle.close.remote() for a in self.actors], timeout=120)
+            ray.get([_control(a.handle.close).remote() for a in self.actors], timeout=120)
         finally:
             for a in self.actors:
                 ray.kill(a.handle)
