@@ -159,12 +159,17 @@ def _pretrain_stages(ws, root: Path) -> list[tuple[str, object]]:
     stages.append(("pretrain", _sized(_pretrain_config(
         ws, ws.copy_fraction, ws.copy_block, init_from), ws.pretrain_steps, ws)))
     for name, config in stages:
-        try:
-            validate_data(config.data)
-        except ValueError as e:
-            raise ConfigError(f"[warm_start] the {name} stage (warm_start.copy_fraction / "
-                             f"copy_block): {e}") from None
+        _check_data(name, config, "warm_start.copy_fraction / copy_block")
     return stages
+
+
+def _check_data(stage: str, config, fields: str) -> None:
+    """Raises ConfigError naming the stage and the warm_start `fields` behind its data
+    settings when they are invalid."""
+    try:
+        validate_data(config.data)
+    except ValueError as e:
+        raise ConfigError(f"[warm_start] the {stage} stage ({fields}): {e}") from None
 
 
 def _stage(config, workdir: Path) -> None:
@@ -243,11 +248,7 @@ def _sft_config(ws, root: Path):
         sft.data.copy_fraction = ws.sft_copy_fraction
         sft.data.copy_block = tuple(ws.copy_block)
         sft.optimizer.learning_rate = ws.sft_learning_rate
-    try:
-        validate_data(sft.data)
-    except ValueError as e:
-        raise ConfigError(f"[warm_start] the sft stage (warm_start.sft_copy_fraction / "
-                          f"copy_block): {e}") from None
+    _check_data("sft", sft, "warm_start.sft_copy_fraction / copy_block")
     return sft
 
 

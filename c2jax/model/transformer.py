@@ -264,9 +264,10 @@ class Transformer(nn.Module):
                         cfg, moe, self.cache_window, name=f"{name}_{i}")(
                         x, cos, sin, segment_ids, positions,
                         None if replay is None else replay[i], dict(stack_cache, layer=i))
-                    ids.append(None if layer_aux is None else layer_aux["ids"])
+                    if moe:
+                        ids.append(layer_aux["ids"])
                 new_cache[name] = stack_cache
-                stack_aux = {"ids": jnp.stack(ids) if moe else None}
+                stack_aux = {"ids": jnp.stack(ids)} if moe else {}
             else:
                 (x, new_cache[name]), stack_aux = _cached_stack(cfg, moe, length, name,
                                                                 self.cache_window)(
@@ -289,9 +290,10 @@ def unstack_layers(variables):
 
     A decode step scanned over a stack slices every layer's weights out of it, and XLA copies
     a dynamic slice of a loop-invariant operand: at decode batch sizes that copy costs about as
-    much as the matmuls that read the weights (docs/sampling.md). `Transformer._decode` runs the layers of this layout one after the
-    other from their own buffers. One copy of the stacked weights per call (the sampler makes it
-    once per `set_params`); the result is another tree, so it is not for training.
+    much as the matmuls that read the weights (docs/sampling.md). `Transformer._decode` runs
+    the layers of this layout one after the other from their own buffers. One copy of the
+    stacked weights per call (the sampler makes it once per `set_params`); the result is
+    another tree, so it is not for training.
     """
     def split(collection):
         out = {}
