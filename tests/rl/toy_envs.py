@@ -3,6 +3,7 @@ info dicts), fast enough for RL tests: no sandbox, rewards computed from the act
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,19 @@ class DigitsEnv:
 
     def close(self):
         pass
+
+
+class GatedDigitsEnv(DigitsEnv):
+    """A DigitsEnv whose `reset` waits for a shared lock on the file `gate`: while a test holds
+    an exclusive lock on it, every episode stays in flight (no sleeps, no timing)."""
+
+    def __init__(self, gate: str):
+        self.gate = gate
+
+    def reset(self, *, seed=None, options=None):
+        with open(self.gate) as f:
+            fcntl.flock(f, fcntl.LOCK_SH)
+        return super().reset(seed=seed, options=options)
 
 
 def digits_source(tasks_cfg):
