@@ -41,16 +41,16 @@ INDUCTION_WARM_START = dict(
 #: evaluation on all 40 of mini:test. They are the one category a copying 64-wide policy can
 #: answer: list, read, run the call (`run_terminal`), copy the printed value into `finish`.
 UNDERSTANDING = ("understanding",)
-VARIANTS = ("", "induction", "understanding")
+VARIANTS = ("", "induction", "understanding", "runcall")
 
 
 def get_config(arg=None):
     if (arg or "") not in VARIANTS:
         raise ValueError(f"configs/rl_tiny.py:{arg}: choose one of {VARIANTS[1:]} or none")
     config = _demo()
-    if arg in ("induction", "understanding"):
+    if arg in ("induction", "understanding", "runcall"):
         config.warm_start.update(INDUCTION_WARM_START)
-    if arg == "understanding":
+    if arg in ("understanding", "runcall"):
         # the oracle's calls without its reasoning, each conversation twice with made-up
         # package and module names; copy documents in the SFT mix keep the induction circuit
         config.warm_start.update(sft_tasks=2000, sft_categories=UNDERSTANDING, sft_steps=1500,
@@ -60,6 +60,12 @@ def get_config(arg=None):
         # the oracle's run_terminal turns are up to 343 characters (~110 tokens); its
         # answers take 3-5 turns, so 8 leave room for a few failed ones
         config.rollout.update(max_new_tokens=160, max_turns=8)
+    if arg == "runcall":
+        # SFT on the scripted agent's two-call answers (cursorbench/runcall.py) instead: no
+        # path to find, only the expression and the printed value to copy
+        config.warm_start.update(sft_agent="runcall", sft_fresh_names=0)
+        # its command is ~200 characters plus the expression (<= 120): ~110-150 tokens
+        config.rollout.update(max_new_tokens=192, max_turns=4)
     return config
 
 

@@ -11,7 +11,8 @@ Either may expose `messages`, the conversation it had (`c2jax.data.chat` format)
 stores it with the trajectory. The harness builds one agent per attempt with
 `factory(seed)`, so sampling agents can vary their draws across attempts.
 
-Specs: `oracle`, `null`, `model:CKPT` (the policy agent of `c2jax.rl.agent`, the RL actor's
+Specs: `oracle`, `null`, `runcall` (cursorbench/runcall.py: runs the expression a value
+question names), `model:CKPT` (the policy agent of `c2jax.rl.agent`, the RL actor's
 episode loop, loaded lazily so this package itself never imports JAX; CKPT is a training
 workdir, a checkpoint step directory or a model directory), or
 `python:package.module:factory` for any other policy.
@@ -27,6 +28,7 @@ import environments
 from environments.task import Task
 
 from cursorbench.mini import trajectory
+from cursorbench.runcall import RunCallAgent
 
 AgentFactory = Callable[[int], Any]
 
@@ -87,6 +89,8 @@ def make_agent_factory(spec: str, **model_options) -> AgentFactory:
         return lambda seed: OracleAgent()
     if spec == "null":
         return lambda seed: environments.NullAgent()
+    if spec == "runcall":
+        return lambda seed: RunCallAgent()
     if spec.startswith("model:"):
         checkpoint = spec[len("model:"):]
         if not checkpoint:
@@ -112,5 +116,5 @@ def make_agent_factory(spec: str, **model_options) -> AgentFactory:
         if not callable(factory):
             raise AgentSpecError(f"--agent={spec}: {target} is not callable")
         return factory
-    raise AgentSpecError(f"unknown --agent={spec!r}; choose oracle, null, model:CKPT or "
+    raise AgentSpecError(f"unknown --agent={spec!r}; choose oracle, null, runcall, model:CKPT or "
                          "python:package.module:factory")

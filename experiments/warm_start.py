@@ -12,7 +12,9 @@
               `warm_start.optimizer`;
 2. longctx    configs/longctx_tiny.py: YaRN x8 to 2048 tokens (`longctx_steps`);
 3. sft data   the oracle agent replays `sft_tasks` tasks of `mini:train` (those of
-              `sft_categories` among them, when set) through the sandboxed
+              `sft_categories` among them, when set; `sft_agent = "runcall"` runs the
+              scripted agent of cursorbench/runcall.py instead, and only resolved
+              episodes are kept) through the sandboxed
               environment (the same tools the actor uses); its conversations, cut into
               segments at self-summary turns exactly where the RL actor would restart its
               context (system + task + summary, the summary as loss-0 context), become JSONL;
@@ -116,7 +118,7 @@ def without_thoughts(messages: list[dict]) -> list[dict]:
 #: `warm_start` fields added after caches existed, at the values that reproduce the warm start
 #: from before them: left out of the key there, so existing caches stay valid.
 _KEY_NEUTRAL = {"sft_categories": (), "sft_thoughts": True, "sft_fresh_names": 0,
-                "sft_copy_fraction": 0.0}
+                "sft_copy_fraction": 0.0, "sft_agent": "oracle"}
 
 
 def _key(ws) -> str:
@@ -180,18 +182,21 @@ def _stage(config, workdir: Path) -> None:
 
 
 def sft_conversations(ws, out: Path) -> int:
-    """Runs the oracle on mini:train (its tasks of `sft_categories`, if any) and writes the
-    segmented conversations; returns count."""
+    """Runs `ws.sft_agent` (the oracle, or the scripted `runcall` agent) on mini:train (its
+    tasks of `sft_categories`, if any) and writes the segmented conversations of the episodes
+    it resolved; returns count."""
     suite = suites.resolve(f"mini:train:{ws.sft_tasks}", context_budget=ws.sft_context_chars,
                            categories=tuple(ws.sft_categories))
     run_dir = out.parent / "oracle_run"
-    harness.run(suite.tasks, agents.make_agent_factory("oracle"), run_dir, k=1,
-                workers=ws.oracle_workers, suite=suite.name, agent="oracle")
+    harness.run(suite.tasks, agents.make_agent_factory(ws.sft_agent), run_dir, k=1,
+                workers=ws.oracle_workers, suite=suite.name, agent=ws.sft_agent)
+    resolved = {r["task_id"] for r in map(json.loads, (run_dir / harness.RESULTS).read_text()
+                                          .splitlines()) if r["resolved"]}
     written, rng = 0, random.Random(0)
     with open(out, "w") as f:
         for line in (run_dir / harness.TRAJECTORIES).read_text().splitlines():
             trace = json.loads(line)
-            if trace.get("error") or not trace.get("messages"):
+            if trace.get("error") or not trace.get("messages") or trace["task_id"] not in resolved:
                 continue
             messages = trace["messages"] if ws.sft_thoughts else without_thoughts(
                 trace["messages"])

@@ -35,6 +35,9 @@ from c2jax.rl.rollout import CONTEXT_STRATEGIES
 from c2jax.train.config import ConfigError, optimizer_config
 from environments.task import CATEGORIES
 
+#: Agents whose trajectories the warm start's SFT can learn (`warm_start.sft_agent`).
+SFT_AGENTS = ("oracle", "runcall")
+
 RUNTIMES = ("inprocess", "ray")
 ACTOR_DTYPES = ("float32", "bfloat16")
 
@@ -95,6 +98,9 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
                                     # train the calls alone
         sft_fresh_names=0,          # write each conversation this many times with made-up
                                     # package/module names (c2jax/data/fresh_names.py); 0 = off
+        sft_agent="oracle",         # whose resolved trajectories SFT learns: "oracle" (the
+                                    # task author's), or "runcall" (cursorbench/runcall.py:
+                                    # run the expression a value question names, copy the repr)
         oracle_workers=2,           # environments replaying the oracle
         sft_copy_fraction=0.0,      # share of SFT documents that are copy documents
                                     # (`copy_block` ids), which keep the induction circuit
@@ -245,6 +251,8 @@ def validate(c) -> None:
                               ("eval.categories", c.eval.categories)):
         if isinstance(categories, str) or not set(categories) <= set(CATEGORIES):
             _fail(field, categories, f"a tuple of task categories from {CATEGORIES}")
+    if c.warm_start.sft_agent not in SFT_AGENTS:
+        _fail("warm_start.sft_agent", c.warm_start.sft_agent, f"choose one of {SFT_AGENTS}")
     if c.warm_start.sft_fresh_names < 0:
         _fail("warm_start.sft_fresh_names", c.warm_start.sft_fresh_names, "must be >= 0")
     if not c.init_from:

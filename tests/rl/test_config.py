@@ -45,6 +45,7 @@ def test_shipped_configs_validate_and_k2_fits_its_mesh():
     ("tasks", "categories", ("understanding", "puzzles"), "task categories from"),
     ("eval", "categories", ("bugfix",), "task categories from"),
     ("warm_start", "sft_categories", ("tests",), "task categories from"),
+    ("warm_start", "sft_agent", "gpt", "choose one of"),
 ])
 def test_bad_values_name_the_field(section, field, value, message):
     config = rl_config()

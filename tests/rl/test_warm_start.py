@@ -88,19 +88,31 @@ def test_stage_configs_take_the_warm_start_optimizer_and_copy_share(tmp_path):
         _sft_config(ws, tmp_path)
 
 
-def test_sft_data_can_be_restricted_to_task_categories(tmp_path, monkeypatch):
-    """`warm_start.sft_categories` keeps the oracle's replay (real sandbox) to those tasks."""
+@pytest.mark.parametrize("agent", ["oracle", "runcall"])
+def test_sft_data_can_be_restricted_to_task_categories(tmp_path, monkeypatch, agent):
+    """`warm_start.sft_categories` keeps the replay (real sandbox) to those tasks, and only
+    resolved episodes become SFT data (the oracle resolves them all; `runcall` not)."""
     import json
 
     from experiments.warm_start import sft_conversations
     monkeypatch.setenv("C2JAX_CACHE_DIR", str(tmp_path / "cache"))
     ws = rl_tiny.get_config().warm_start
     ws.sft_tasks, ws.sft_categories, ws.sft_recovery_fraction = 10, ("understanding",), 0.0
+    ws.sft_agent = agent
     written = sft_conversations(ws, tmp_path / "sft.jsonl")
-    replayed = [json.loads(line)["task_id"]
-                for line in (tmp_path / "oracle_run" / "results.jsonl").read_text().splitlines()]
-    assert replayed and all(task.endswith("-understanding") for task in replayed)
-    assert len(replayed) < 10 and written >= len(replayed)
+    results = [json.loads(line)
+               for line in (tmp_path / "oracle_run" / "results.jsonl").read_text().splitlines()]
+    assert results and all(r["task_id"].endswith("-understanding") for r in results)
+    resolved = sum(r["resolved"] for r in results)
+    # (task 8 of mini:train asks for a constant by its meaning: runcall cannot answer it)
+    assert len(results) < 10 and (resolved == len(results)) == (agent == "oracle")
+    conversations = [json.loads(line)["messages"]
+                     for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    assert written == len(conversations) and (written >= resolved if agent == "oracle"
+                                              else written == resolved)
+    tools = {m["tool_call"]["tool"] for c in conversations for m in c if m.get("tool_call")}
+    assert tools == ({"run_terminal", "finish"} if agent == "runcall"
+                     else tools | {"read_file", "finish"})
 
 
 def test_the_cache_key_follows_every_setting_but_ignores_neutral_new_fields():
@@ -110,7 +122,7 @@ def test_the_cache_key_follows_every_setting_but_ignores_neutral_new_fields():
     ws = rl_tiny.get_config().warm_start
     base = _key(ws)
     assert all(ws[field] == value for field, value in _KEY_NEUTRAL.items())
-    for field, value in (("sft_fresh_names", 2), ("sft_thoughts", False),
+    for field, value in (("sft_fresh_names", 2), ("sft_thoughts", False), ("sft_agent", "runcall"),
                          ("sft_categories", ("understanding",)), ("sft_copy_fraction", 0.5),
                          ("sft_steps", 251)):
         default = ws[field]
