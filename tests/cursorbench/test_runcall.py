@@ -28,7 +28,7 @@ def test_the_command_prints_the_answer(make_context, tmp_path, difficulty, level
     task = understanding.make(make_context("geometry", 4, difficulty, level=level))
     expression = expression_of(task.prompt)
     assert expression is not None, task.prompt
-    assert _run_in_repo(task.repo, command_for(expression), tmp_path) == task.answer
+    assert _run_in_repo(task.repo, command_for(expression), tmp_path) == f" = {task.answer}"
 
 
 def test_questions_without_an_expression_end_in_a_plain_finish(make_context):
@@ -47,8 +47,8 @@ def test_the_finish_copies_the_first_line_of_the_output():
     agent.begin(None, question, {"system_prompt": "s"})
     call = agent.act(question, {})
     assert call["tool"] == "run_terminal" and call["args"]["cmd"].endswith(
-        "print(repr(area(2, 3)))\"")
-    answer = agent.act({"role": "tool", "content": "6\n[exit code 0]", "is_error": 0}, {})
-    assert answer == {"tool": "finish", "args": {"summary": "6"}}
+        "print(' =',repr(eval(''' `area(2, 3)`'''[2:-1])))\nEOF")
+    answer = agent.act({"role": "tool", "content": " = 6\n[exit code 0]", "is_error": 0}, {})
+    assert answer == {"tool": "finish", "args": {"summary": " = 6"}}
     assert [m["role"] for m in agent.messages] == ["system", "user", "assistant", "tool",
                                                    "assistant"]
