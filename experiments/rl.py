@@ -8,7 +8,8 @@
 2. eval       mean@1 and best-of-k of the starting policy on the held-out `eval.suite`;
 3. RL         `c2jax.rl.loop.train_rl` on `tasks.suite` (resumes from WORKDIR if it holds a
               checkpoint, including its queued and in-flight episodes);
-4. eval       the same evaluation of the final policy;
+4. eval       the same evaluation of the final policy (in WORKDIR/eval_after_stepN, N = its
+              learner steps, so a run resumed with more steps evaluates again);
 5. report     a table (before / after, 95% bootstrap intervals) printed and written to
               WORKDIR/report.md, and reward / length curves as PNG.
 
@@ -121,8 +122,11 @@ def run(config, workdir: Path) -> dict:
         cfg, variables, tokenizer = load_trained_model(config.init_from)
         before = evaluate("before", cfg, variables, tokenizer, config, workdir / "eval_before")
     result = train_rl(config, workdir, tasks=tasks, make_env=make_env)
+    # The harness resumes an interrupted evaluation from its records, so every policy version
+    # gets its own directory: a run resumed with more steps evaluates its new final policy
+    # instead of reading back the records of the one it stopped at.
     after = evaluate("after", result.model_cfg, result.variables, result.tokenizer, config,
-                     workdir / "eval_after")
+                     workdir / f"eval_after_step{result.version}")
     history = [r for r in read_records(workdir / METRICS_FILE) if "reward/mean" in r]
     plots = plot_curves(history, workdir) if history else []
     table = report(before, after, config.eval.k)

@@ -20,6 +20,10 @@ def test_shipped_configs_validate_and_k2_fits_its_mesh():
             understanding.tasks.categories, understanding.eval.categories) == (
         induction.warm_start.induction_steps, ("understanding",), ("understanding",),
         ("understanding",))
+    runcall = rl_tiny.get_config("runcall")
+    validate(runcall)
+    assert (runcall.warm_start.sft_agent, runcall.warm_start.sft_categories,
+            runcall.eval.categories) == ("runcall", ("understanding",), ("understanding",))
     with pytest.raises(ValueError, match="induction"):
         rl_tiny.get_config("inductoin")
     k2 = rl_k2.get_config()
