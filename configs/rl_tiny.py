@@ -34,9 +34,9 @@ understanding questions").
 expression the question names and a finish that repeats the printed value, so the policy only
 has to copy the expression and the value, never find or compose a path. The agent itself
 answers 31 of mini:test's 40 understanding questions (the others ask for a constant by its
-meaning). This is the first recipe whose RL raises mean@1 and best-of-8 on mini:test (3.1% ->
-7.2% and 20% -> 22.5% in 40 steps, ~15 minutes after a 26-minute warm start); the 95%
-intervals still overlap (BENCHMARKS.md, "The first resolved mini:test tasks").
+meaning). Its warm start resolves mini:test questions (6 of 40 greedy). RL raised mean@1 and
+best-of-8 with seed 0 (3.1% -> 7.2%, 20% -> 22.5% in 40 steps, intervals overlapping) and
+lowered both with seed 1 (BENCHMARKS.md, "The first resolved mini:test tasks").
 """
 from c2jax.rl.config import rl_config
 
@@ -78,7 +78,7 @@ def get_config(arg=None):
         # its command is ~200 characters plus the expression (<= 120): ~110-150 tokens
         config.rollout.update(max_new_tokens=192, max_turns=4)
         # groups of 8: with a few percent of attempts resolved, groups of 4 mostly hold no
-        # success to compare against; 40 steps raised mean@1 3.1% -> 7.2% (BENCHMARKS.md)
+        # success to compare against (BENCHMARKS.md, "The first resolved mini:test tasks")
         config.learner.update(group_size=8, steps=40)
     return config
 
