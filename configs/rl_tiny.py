@@ -33,8 +33,8 @@ understanding questions").
 (cursorbench/runcall.py) instead of the oracle's: two calls, one fixed command that runs the
 expression the question names and a finish that repeats the printed value, so the policy only
 has to copy the expression and the value, never find or compose a path. The agent itself
-answers 31 of mini:test's 40 understanding questions (the others ask for a constant by its
-meaning). Its warm start resolves mini:test questions (6 of 40 greedy). RL raised mean@1 and
+answers 31 of mini:test's 40 understanding questions (8 of the others ask for a constant by
+its meaning). Its warm start resolves mini:test questions (6 of 40 greedy). RL raised mean@1 and
 best-of-8 with seed 0 (3.1% -> 7.2%, 20% -> 22.5% in 40 steps, intervals overlapping) and
 lowered both with seed 1 (BENCHMARKS.md, "The first resolved mini:test tasks").
 """

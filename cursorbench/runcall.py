@@ -7,8 +7,8 @@ For a task whose prompt names a call or a constant in backticks (`transpose([[1,
 `grids.grid.transpose(...)`, the constant `MARGIN`), the agent makes two tool calls:
 
 1. `run_terminal` with one fixed command (a Python heredoc) that imports every non-test module
-   of the repository into one namespace (each module's names, and each top-level package under its own name) and
-   prints ` = repr(EXPRESSION)`;
+   of the repository into one namespace (each module's names, and each top-level package under
+   its own name) and prints ` = repr(EXPRESSION)`;
 2. `finish` with the first line of that output (` = VALUE`) as the summary.
 
 It never reads a file, so it needs no module path: the only parts that change between tasks

@@ -190,8 +190,8 @@ def sft_conversations(ws, out: Path) -> int:
     run_dir = out.parent / "oracle_run"
     harness.run(suite.tasks, agents.make_agent_factory(ws.sft_agent), run_dir, k=1,
                 workers=ws.oracle_workers, suite=suite.name, agent=ws.sft_agent)
-    resolved = {r["task_id"] for r in map(json.loads, (run_dir / harness.RESULTS).read_text()
-                                          .splitlines()) if r["resolved"]}
+    resolved = {r["task_id"] for r in harness.read_jsonl(run_dir / harness.RESULTS)
+                if r["resolved"]}
     written, rng = 0, random.Random(0)
     with open(out, "w") as f:
         for line in (run_dir / harness.TRAJECTORIES).read_text().splitlines():

@@ -111,8 +111,10 @@ def test_sft_data_can_be_restricted_to_task_categories(tmp_path, monkeypatch, ag
     assert written == len(conversations) and (written >= resolved if agent == "oracle"
                                               else written == resolved)
     tools = {m["tool_call"]["tool"] for c in conversations for m in c if m.get("tool_call")}
-    assert tools == ({"run_terminal", "finish"} if agent == "runcall"
-                     else tools | {"read_file", "finish"})
+    if agent == "runcall":
+        assert tools == {"run_terminal", "finish"}
+    else:
+        assert {"read_file", "finish"} <= tools
 
 
 def test_the_cache_key_follows_every_setting_but_ignores_neutral_new_fields():
