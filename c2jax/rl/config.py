@@ -127,8 +127,9 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
     )
     c.rollout = _section(
         max_new_tokens=192,         # tokens per assistant turn
-        temperature=1.0,
-        top_p=1.0,
+        temperature=1.0,            # > 0; the learner scores softmax(logits / temperature), the
+                                    # distribution actors sample (their recorded log-probs)
+        top_p=1.0,                  # must be 1 (the learner cannot reproduce a nucleus)
         context="summarise",        # when a turn would not fit: "summarise" | "truncate" | "stop"
         context_budget=0,           # tokens; 0 = actor.max_len
         summary_max_tokens=192,
@@ -144,7 +145,9 @@ def rl_config(**sections) -> ml_collections.ConfigDict:
         routing_replay=True,        # replay the actor's experts in the learner's forward
         matched_kl=False,           # also log the version-matched mismatch KL (keeps eta + 2
                                     #   param copies, one extra forward per version per step)
-        drop_uniform_groups=False,  # skip groups whose rewards are all equal (no signal)
+        drop_uniform_groups=False,  # skip groups whose correctness is all equal (all pass or
+                                    # all fail; DAPO's dynamic sampling): actors keep sampling
+                                    # until groups_per_step groups hold a signal
         devices=1,                  # learner devices (the first ones); 0 = all
     )
     c.staleness = _section(
@@ -211,6 +214,13 @@ def validate(c) -> None:
     if c.learner.group_size < 2:
         _fail("learner.group_size", c.learner.group_size,
               "group-relative advantages need at least 2 attempts per task")
+    if not c.rollout.temperature > 0:
+        _fail("rollout.temperature", c.rollout.temperature, "must be > 0: the learner trains "
+              "the sampling distribution softmax(logits / temperature), which greedy has not")
+    if c.rollout.top_p != 1.0:
+        _fail("rollout.top_p", c.rollout.top_p, "must be 1: the learner's log-probs cannot "
+              "reproduce a truncated sampling distribution (tokens outside the nucleus would "
+              "get importance weights of 0 / mu)")
     if c.rollout.max_turns < 0:
         _fail("rollout.max_turns", c.rollout.max_turns, "must be >= 0 (0 = the task's limit)")
     if c.staleness.eta < 0:

@@ -19,6 +19,11 @@ token's weight depends neither on its sequence's length nor on its microbatch. W
 policy (decoupled PPO) is the params at the start of the step, evaluated once for all rows; with
 U = 1 the proximal policy is the current params (ratio 1, no extra forward).
 
+**Temperature** (`temperature`, the config's `rollout.temperature`): the policy trained is
+softmax(logits / T), the distribution actors sample and record the log-probs of, so importance
+weights compare like with like at any T (at T != 1 a learner scoring the raw logits would see
+a mismatch that is all temperature).
+
 **Routing replay** (`replay=True`): the learner's forward uses the experts the actor chose at
 every position (`aux["routing"]` of the sampler, per token); the gate weights are recomputed
 from the current router over those experts, so the router still learns (c2jax/model/moe.py).
@@ -143,10 +148,13 @@ def place_batch(batch: dict[str, np.ndarray], mesh, rules) -> dict[str, jax.Arra
     return out
 
 
-def token_logprobs(variables, micro, cfg, replay: bool):
-    """log p(target) and the entropy of the policy at every position, float32 `[rows, seq]`."""
+def token_logprobs(variables, micro, cfg, replay: bool, temperature: float = 1.0):
+    """log p(target) and the entropy of the policy at every position, float32 `[rows, seq]`;
+    the policy is softmax(logits / temperature), the distribution the actors sample."""
     logits, _ = apply(variables, micro["inputs"], micro["segment_ids"], micro["positions"],
                       cfg=cfg, routing=micro["routing"] if replay else None)
+    if temperature != 1.0:
+        logits = logits.astype(jnp.float32) / temperature
     ce, lse = token_losses(logits, micro["targets"])
     probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
     entropy = lse - jnp.sum(probs * logits.astype(jnp.float32), axis=-1)
@@ -162,8 +170,9 @@ class Learner:
 
     def __init__(self, model_cfg, loss_cfg, tx: optax.GradientTransformation, *,
                  replay: bool, updates_per_batch: int = 1, reference=None, mesh=None,
-                 rules=None):
+                 rules=None, temperature: float = 1.0):
         self.cfg, self.loss_cfg, self.tx = model_cfg, loss_cfg, tx
+        self.temperature = float(temperature)   # the actors' sampling temperature
         self.replay = replay and num_moe_layers(model_cfg) > 0
         self.updates_per_batch = updates_per_batch
         self.reference = reference      # frozen variables for the KL term (loss kl_coef > 0)
@@ -173,7 +182,8 @@ class Learner:
 
     def _logprobs_impl(self, variables, batch, *, replay):
         def body(_, micro):
-            return None, token_logprobs(variables, micro, self.cfg, replay)[0]
+            return None, token_logprobs(variables, micro, self.cfg, replay,
+                                        self.temperature)[0]
         micro = {k: v for k, v in batch.items() if k != "normaliser"}
         return jax.lax.scan(body, None, micro)[1]
 
@@ -185,7 +195,8 @@ class Learner:
         variables = lambda p: {"params": p, "router_bias": state.router_bias}  # noqa: E731
 
         def micro_loss(params, micro, prox, ref):
-            logp, entropy = token_logprobs(variables(params), micro, self.cfg, self.replay)
+            logp, entropy = token_logprobs(variables(params), micro, self.cfg, self.replay,
+                                           self.temperature)
             loss, metrics = policy_loss(logp, micro["behaviour_logp"], prox,
                                         micro["advantages"], micro["loss_mask"], self.loss_cfg,
                                         reference_logp=ref, normaliser=batch["normaliser"])

@@ -22,6 +22,7 @@ import collections
 import contextlib
 import dataclasses
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -77,10 +78,36 @@ def _max_steps(task) -> int:
     return int(getattr(limits, "max_steps", 0) or 30)
 
 
-def group_maker(config, tasks) -> Callable[[int, int, int, list[Episode]], Group | None]:
+class FinishedGroups:
+    """Pass rate over every group that finished since the last `take()`, trained or dropped
+    (`pass_rate` of a step counts only the groups it trains on, which with
+    `learner.drop_uniform_groups` are the ones holding both a success and a failure).
+    Scheduler threads `add`, the learner loop `take`s."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._episodes = self._resolved = 0
+
+    def add(self, episodes: int, resolved: int) -> None:
+        with self._lock:
+            self._episodes += episodes
+            self._resolved += resolved
+
+    def take(self) -> float:
+        """Resolved fraction of the valid episodes counted since the last call (nan: none)."""
+        with self._lock:
+            episodes, resolved = self._episodes, self._resolved
+            self._episodes = self._resolved = 0
+        return resolved / episodes if episodes else float("nan")
+
+
+def group_maker(config, tasks, finished: FinishedGroups | None = None
+                ) -> Callable[[int, int, int, list[Episode]], Group | None]:
     """The function that turns a finished group's episodes into a `Group` (shaped rewards,
     advantages) or None when fewer than 2 episodes are valid (infra failures are dropped,
-    never scored) or, with `learner.drop_uniform_groups`, when all rewards are equal."""
+    never scored) or, with `learner.drop_uniform_groups`, when every valid episode has the
+    same correctness (all pass or all fail: DAPO's dynamic sampling; the shaping terms alone
+    are no signal about the task). `finished` counts every scored group's episodes."""
     reward_cfg, kind = config.rewards, config.loss.advantage
 
     def make(group_id: int, index: int, version: int, episodes: list[Episode]) -> Group | None:
@@ -90,9 +117,12 @@ def group_maker(config, tasks) -> Callable[[int, int, int, list[Episode]], Group
         terms = [rewards_lib.episode_terms(e.info, max_steps=_max_steps(tasks[index]),
                                            output_tokens=e.sampled_tokens) for e in valid]
         shaped = rewards_lib.shape_group(terms, reward_cfg)
-        rewards = np.asarray([s["reward"] for s in shaped], np.float32)
-        if config.learner.drop_uniform_groups and np.ptp(rewards) == 0:
+        if finished is not None:
+            finished.add(len(valid), sum(int(t["resolved"]) for t in terms))
+        if config.learner.drop_uniform_groups and np.ptp([s["correctness"]
+                                                          for s in shaped]) == 0:
             return None
+        rewards = np.asarray([s["reward"] for s in shaped], np.float32)
         advantages = np.asarray(group_advantages(jnp.asarray(rewards)[None], kind)[0])
         for episode, s in zip(valid, shaped):
             episode.reward, episode.components = float(s["reward"]), dict(s)
@@ -228,19 +258,22 @@ def train_rl(config, workdir: str | Path, *, tasks: Sequence, make_env: Callable
                          dtype=config.actor.dtype, head_dtype=config.actor.head_dtype,
                          cpus=_actor_cpus(config.runtime, unpinned))
         published = _publish_copy(state)
+        finished = FinishedGroups()
         fleet = make_fleet(config, spec, published, version)
         cleanup.callback(fleet.close)
         scheduler = Scheduler(fleet.actors, controller, ledger, num_tasks=len(tasks),
                               group_size=config.learner.group_size, seed=config.seed,
-                              make_group=group_maker(config, tasks),
+                              make_group=group_maker(config, tasks, finished),
                               version=lambda: controller.version)
         cleanup.callback(scheduler.stop)
         learner = Learner(model_cfg, config.loss, tx, replay=config.learner.routing_replay,
                           updates_per_batch=config.learner.updates_per_batch,
-                          reference=reference, mesh=mesh, rules=mesh_cfg.rules)
+                          reference=reference, mesh=mesh, rules=mesh_cfg.rules,
+                          temperature=config.rollout.temperature)
         recent = {version: published} if config.learner.matched_kl else None
         history = _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler,
-                       ledger, controller, checkpointer, resume_groups, on_step, recent)
+                       ledger, controller, checkpointer, resume_groups, on_step, recent,
+                       finished)
         state, version, records = history
         final = {"params": state.params, "router_bias": state.router_bias}
         return RLResult(version, jax.device_get(final), model_cfg, tokenizer, records,
@@ -263,10 +296,11 @@ def _rl_state(controller, ledger, fleet) -> dict:
 
 
 def _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler, ledger,
-         controller, checkpointer, resume_groups, on_step, recent):
+         controller, checkpointer, resume_groups, on_step, recent, finished):
     """The learner loop. `recent` (None: off) maps the last `staleness.eta` + 2 policy
     versions (trained tokens lag at most eta + 1) to their published params, for the
-    version-matched mismatch KL."""
+    version-matched mismatch KL. `finished` tallies every group's episodes, dropped ones
+    included."""
     lc = config.learner
     moe_layers = num_moe_layers(learner.cfg)
     writer = MetricsWriter(workdir, version)
@@ -321,6 +355,7 @@ def _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler, 
                 "episodes/infra_failures_total": float(scheduler.infra_failures),
                 "episodes/rescheduled_total": float(fleet.restarts),
                 "groups/consumed_total": float(ledger.consumed),
+                "pass_rate/finished_groups": finished.take(),
             })
             record = {"step": version, **metrics,
                       "group_ids": [g.group_id for g in groups]}

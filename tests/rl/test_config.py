@@ -38,6 +38,8 @@ def test_shipped_configs_validate_and_k2_fits_its_mesh():
     ("learner", "group_size", 1, "at least 2 attempts"),
     ("staleness", "eta", -1, "synchronous"),
     ("rollout", "context", "forget", "summarise"),
+    ("rollout", "temperature", 0.0, "greedy"),
+    ("rollout", "top_p", 0.9, "nucleus"),
     ("rollout", "context_budget", 99999, "actor.max_len"),
     ("actor", "dtype", "int8", "float32"),
     ("runtime", "backend", "mpi", "inprocess"),

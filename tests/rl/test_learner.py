@@ -3,6 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from c2jax.rl.learner import Learner, make_batch
 from c2jax.rl.losses import loss_config, policy_loss
@@ -12,11 +13,11 @@ from c2jax.train.state import TrainState
 from tests.rl.toy_envs import DigitsEnv, toy_tasks
 
 
-def episodes(server, template, count=3):
+def episodes(server, template, count=3, temperature=1.0):
     tasks = toy_tasks(count, max_steps=2)
+    settings = RolloutSettings(max_len=256, max_new_tokens=10, temperature=temperature)
     return [run_episode(DigitsEnv(), server, template, t, seed=i, group_id=0, sample=i,
-                        settings=RolloutSettings(max_len=256, max_new_tokens=10))
-            for i, t in enumerate(tasks)]
+                        settings=settings) for i, t in enumerate(tasks)]
 
 
 def fresh_state(variables, tx):
@@ -82,11 +83,14 @@ def test_update_equals_the_full_batch_gradient_whatever_the_microbatching(server
     assert results[1][1]["trained_tokens"] == sum(e.sampled_tokens for e in eps)
 
 
-def test_replayed_routing_reproduces_the_actor_logprobs(server, template, policy):
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_replayed_routing_reproduces_the_actor_logprobs(server, template, policy, temperature):
+    """At any sampling temperature: the learner scores softmax(logits / T), as actors sample."""
     cfg, variables = policy
-    eps = episodes(server, template)
+    eps = episodes(server, template, temperature=temperature)
     batch = make_batch(eps, [0.0] * 3, seq_len=256, microbatch_rows=4, moe_layers=1, k=2)
-    learner = Learner(inference_config(cfg), loss_config(), optax.sgd(0.0), replay=True)
+    learner = Learner(inference_config(cfg), loss_config(), optax.sgd(0.0), replay=True,
+                      temperature=temperature)
     logp = np.asarray(learner.logprobs(variables, jax.tree.map(jnp.asarray, batch)))
     mask = batch["loss_mask"] > 0
     np.testing.assert_allclose(logp[mask], batch["behaviour_logp"][mask], atol=2e-4)

@@ -1,9 +1,14 @@
-"""Shaped rewards against hand-computed values and the easy-fast / hard-long property."""
+"""Shaped rewards against hand-computed values and the easy-fast / hard-long property; how
+a finished group becomes a training group (dynamic sampling)."""
 import math
 
+import numpy as np
 import pytest
 
+from c2jax.rl.config import rl_config
+from c2jax.rl.loop import FinishedGroups, group_maker
 from c2jax.rl.rewards import episode_terms, reward_config, shape_group
+from c2jax.rl.trajectory import Episode
 
 
 def _terms(correct, tokens, steps=4):
@@ -43,3 +48,25 @@ def test_episode_terms_from_env_info():
 def test_power_length_function_must_be_concave():
     with pytest.raises(ValueError, match="length_power"):
         shape_group([_terms(1.0, 10)], reward_config(length_function="power", length_power=1.5))
+
+
+def _scored(resolved: bool, steps: int) -> Episode:
+    info = {"reward_components": {"steps": steps, "tool_errors": 0}, "termination": "finish",
+            "pass_fraction": float(resolved), "resolved": resolved}
+    return Episode("t", 0, 0, [], info, [])
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_dynamic_sampling_drops_groups_of_equal_correctness_and_counts_them(drop):
+    config = rl_config(learner=dict(drop_uniform_groups=drop))
+    finished = FinishedGroups()
+    make = group_maker(config, [None], finished)
+    # all fail, with shaped rewards that differ (fewer steps are more efficient)
+    failed = make(0, 0, 0, [_scored(False, 2), _scored(False, 5), _scored(False, 9)])
+    mixed = make(1, 0, 0, [_scored(True, 2), _scored(False, 5), _scored(False, 9)])
+    assert (failed is None) == drop
+    if not drop:
+        assert np.ptp(failed.advantages) > 0        # the shaping terms alone differ
+    assert mixed is not None and mixed.advantages[0] > 0 > mixed.advantages[1]
+    assert finished.take() == pytest.approx(1 / 6)   # dropped groups count too
+    assert np.isnan(finished.take())                  # reset by take
