@@ -52,3 +52,20 @@ def test_the_finish_copies_the_first_line_of_the_output():
     assert answer == {"tool": "finish", "args": {"summary": " = 6"}}
     assert [m["role"] for m in agent.messages] == ["system", "user", "assistant", "tool",
                                                    "assistant"]
+
+
+def test_departures_locate_the_first_difference_from_the_agents_command():
+    from environments.tool_format import format_tool_call
+    from experiments.runcall_departures import departure
+    expression = "total_weight({'salt': 250})"
+    right = format_tool_call("run_terminal", {"cmd": command_for(expression)}) + "<|end|>"
+    assert departure(expression, right) == "command exact, later turn wrong"
+    assert departure(None, right) == "no expression"
+    assert departure(expression, right.replace("glob.glob", "glob.iglob")) == (
+        "departs in the fixed command")
+    assert departure(expression, right.replace("250", "205")) == "departs in the expression"
+    assert departure(expression, right.replace("250})", "250}})")) == (
+        "departs in the expression")
+    assert departure(expression, right.replace("[2:-1]", "[2:]")) == (
+        "departs after the expression")
+    assert departure(expression, right[:40]) == "departs in the fixed command"   # cut short
