@@ -36,7 +36,11 @@ has to copy the expression and the value, never find or compose a path. The agen
 answers 31 of mini:test's 40 understanding questions (8 of the others ask for a constant by
 its meaning). Its warm start resolves mini:test questions (6 of 40 greedy). RL raised mean@1 and
 best-of-8 with seed 0 (3.1% -> 7.2%, 20% -> 22.5% in 40 steps, intervals overlapping) and
-lowered both with seed 1 (BENCHMARKS.md, "The first resolved mini:test tasks").
+lowered both with seed 1 (BENCHMARKS.md, "The first resolved mini:test tasks"). On 200
+questions (`--config.eval.suite=mini:test:1000`) no RL variant tried moves either metric
+beyond the noise: every run halves the attempts that leave the fixed command, and the copy
+of the question's expression, which RL does not improve, then fails instead (BENCHMARKS.md,
+"Dynamic sampling, the learner's temperature, and where the policy fails").
 """
 from c2jax.rl.config import rl_config
 

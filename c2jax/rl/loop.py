@@ -93,12 +93,12 @@ class FinishedGroups:
             self._episodes += episodes
             self._resolved += resolved
 
-    def take(self) -> float:
-        """Resolved fraction of the valid episodes counted since the last call (nan: none)."""
+    def take(self) -> float | None:
+        """Resolved fraction of the valid episodes counted since the last call (None: none)."""
         with self._lock:
             episodes, resolved = self._episodes, self._resolved
             self._episodes = self._resolved = 0
-        return resolved / episodes if episodes else float("nan")
+        return resolved / episodes if episodes else None
 
 
 def group_maker(config, tasks, finished: FinishedGroups | None = None
@@ -355,8 +355,10 @@ def _run(config, workdir, tokenizer, state, version, learner, fleet, scheduler, 
                 "episodes/infra_failures_total": float(scheduler.infra_failures),
                 "episodes/rescheduled_total": float(fleet.restarts),
                 "groups/consumed_total": float(ledger.consumed),
-                "pass_rate/finished_groups": finished.take(),
             })
+            finished_rate = finished.take()
+            if finished_rate is not None:           # None: no group finished since the last step
+                metrics["pass_rate/finished_groups"] = finished_rate
             record = {"step": version, **metrics,
                       "group_ids": [g.group_id for g in groups]}
             records.append(record)

@@ -69,3 +69,10 @@ def test_departures_locate_the_first_difference_from_the_agents_command():
     assert departure(expression, right.replace("[2:-1]", "[2:]")) == (
         "departs after the expression")
     assert departure(expression, right[:40]) == "departs in the fixed command"   # cut short
+
+
+def test_copy_rate_counts_only_attempts_that_reached_the_expression():
+    from experiments.runcall_departures import copy_rate
+    by_task = {"a": ["resolved", "departs in the expression", "departs in the fixed command"],
+               "b": ["departs after the expression", "no expression"]}
+    assert copy_rate(by_task, ["a", "b"]) == (1 / 2 + 1 / 1) / 2

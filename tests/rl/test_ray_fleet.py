@@ -90,20 +90,24 @@ def test_killed_actor_is_restarted_and_its_episodes_rescheduled(tmp_path, policy
     monkeypatch.setattr(loop, "make_fleet", keep_fleet)
 
     def kill_one_actor(step, record):
-        if step == 1:
-            seen["before"] = _actor_pids()
-            seen["killed"] = _kill_a_busy_actor(seen["fleet"])
+        # `in_flight` counts an episode until its result reaches the driver, and Ray resends
+        # tasks it had not yet delivered: a kill can hit an actor with nothing to rerun. Kill
+        # again (another busy actor) at the next steps until an episode was rescheduled.
+        if step == 1 or (step < config.learner.steps and seen["fleet"].restarts == 0):
+            seen.setdefault("before", _actor_pids())
+            seen.setdefault("killed", []).append(_kill_a_busy_actor(seen["fleet"]))
         if step == config.learner.steps:
             seen["after"] = _actor_pids()
 
     result = train_rl(config, tmp_path / "rl", tasks=toy_tasks(8), make_env=DigitsEnv,
                       on_step=kill_one_actor)
     assert result.version == config.learner.steps
-    assert len(seen["before"]) == 2 and seen["killed"] in seen["before"]
-    assert seen["killed"] not in seen["after"]
-    assert len(seen["after"]) == 2                                   # Ray restarted it
+    assert len(seen["before"]) == 2 and seen["killed"][0] in seen["before"]
+    assert not set(seen["killed"]) & seen["after"]
+    assert len(seen["after"]) == 2                                   # Ray restarted them
     last = result.history[-1]
-    assert last["episodes/rescheduled_total"] >= 1                   # it had episodes running
+    assert seen["fleet"].restarts >= 1            # one had episodes running (closed fleet's
+    #                                               count: errors may arrive after the record)
     assert last["episodes/infra_failures_total"] == 0                # none lost
     per_step = config.learner.groups_per_step * config.learner.group_size
     assert all(r["episodes/trained"] == per_step for r in result.history)
