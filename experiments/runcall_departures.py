@@ -31,6 +31,8 @@ import collections
 import json
 from pathlib import Path
 
+from cursorbench import runcall, suites
+from cursorbench.harness import read_jsonl
 from environments.tool_format import END_TOOL_CALL, TOOL_CALL, tool_call_body
 
 OUTCOMES = ("resolved", "no expression", "departs in the fixed command",
@@ -41,7 +43,6 @@ OUTCOMES = ("resolved", "no expression", "departs in the fixed command",
 def departure(expression: str | None, first_action: str) -> str:
     """Where `first_action` (the model's text of its first turn) first differs from the runcall
     agent's call for `expression` (None: a question it cannot answer); one of OUTCOMES[1:]."""
-    from cursorbench import runcall
     if expression is None:
         return "no expression"
     want = tool_call_body("run_terminal", {"cmd": runcall.command_for(expression)})
@@ -66,8 +67,6 @@ COPIED = OUTCOMES[:1] + OUTCOMES[4:]
 
 def outcomes(eval_dir: Path, suite: str) -> dict[str, list[str]]:
     """Every attempt's outcome in `eval_dir`, by task id (understanding tasks of `suite`)."""
-    from cursorbench import runcall, suites
-    from cursorbench.harness import read_jsonl
     tasks = {t.id: t for t in suites.resolve(suite, categories=("understanding",)).tasks}
     resolved = {(r["task_id"], r["attempt"]): r["resolved"]
                 for r in read_jsonl(eval_dir / "results.jsonl")}
